@@ -1,0 +1,142 @@
+// Package engine is kmirror's headless mirroring engine. It copies record
+// batches from a source Kafka cluster to a destination cluster at identical
+// offsets and publishes what it does as Snapshot values and Events. It imports
+// no UI package: the console reads snapshots and sends Commands.
+package engine
+
+import (
+	"time"
+
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// ClusterInfo names one Kafka cluster as the engine sees it.
+type ClusterInfo struct {
+	ID        string   // cluster id from Metadata
+	Bootstrap []string // bootstrap servers
+}
+
+// EpochStart is one entry of a partition's source leader-epoch lineage: the
+// first offset written in Epoch.
+type EpochStart struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// PartitionSnapshot is the published view of one mirrored partition.
+type PartitionSnapshot struct {
+	Mirror    string
+	Topic     string
+	Partition int32
+	Owner     string // instance that owns the partition ("" when unowned)
+
+	State     partition.State
+	PrevState partition.State // state before FAILED
+	Attempt   int             // retry attempt while FAILED
+	NextRetry time.Time       // when a FAILED partition retries (zero: never)
+	Error     string          // last error, "" when healthy
+	Retryable bool
+
+	SourceLogStart int64 // -1 when unknown
+	SourceHWM      int64 // source high watermark, -1 when unknown
+	DestLogEnd     int64 // destination log end offset, -1 when unknown
+	Lag            int64 // SourceHWM - DestLogEnd, 0 when either is unknown
+	LagTime        time.Duration
+
+	SourceEpoch  int32 // current source leader epoch, -1 when unknown
+	SourceLeader int32 // source leader broker id, -1 when unknown
+	LastOffset   int64 // last mirrored offset (LME offset), -1 when none
+	LastEpoch    int32 // source epoch of the last mirrored batch, -1 when none
+	Lineage      []EpochStart
+	WriterEpoch  int16
+	OpenTxns     int
+
+	BytesPerSec   float64
+	BatchesPerSec float64
+	BytesCopied   int64 // bytes appended since the partition was started here
+	BatchesCopied int64
+	FillerBatches int64 // batches appended only to keep offsets aligned
+}
+
+// MirrorSnapshot is the published view of one mirror.
+type MirrorSnapshot struct {
+	Name       string
+	Source     ClusterInfo
+	Partitions []PartitionSnapshot // sorted by topic, then partition
+}
+
+// Snapshot is a consistent, immutable copy of the engine's state. The UI polls
+// it; it is never mutated after being returned.
+type Snapshot struct {
+	Taken       time.Time
+	Instance    string
+	Destination ClusterInfo
+	Mirrors     []MirrorSnapshot // sorted by name
+}
+
+// EventLevel says how loud an event is.
+type EventLevel int8
+
+const (
+	LevelInfo EventLevel = iota
+	LevelWarn
+	LevelError
+)
+
+// String returns a short level name.
+func (l EventLevel) String() string {
+	switch l {
+	case LevelInfo:
+		return "INFO"
+	case LevelWarn:
+		return "WARN"
+	case LevelError:
+		return "ERROR"
+	}
+	return "INFO"
+}
+
+// Event is something that happened and must be told: a state change, an
+// error, an operator action. Events are delivered in order.
+type Event struct {
+	Time      time.Time
+	Level     EventLevel
+	Mirror    string
+	Topic     string // "" when the event is about the whole mirror
+	Partition int32  // -1 when the event is about a whole topic or mirror
+	Message   string
+}
+
+// CommandKind is an operator action.
+type CommandKind int8
+
+const (
+	CmdPause CommandKind = iota
+	CmdResume
+	CmdRecover
+	CmdStop
+)
+
+// String returns the CLI flag name of the action.
+func (k CommandKind) String() string {
+	switch k {
+	case CmdPause:
+		return "pause"
+	case CmdResume:
+		return "resume"
+	case CmdRecover:
+		return "recover"
+	case CmdStop:
+		return "stop"
+	}
+	return "unknown"
+}
+
+// Command is an operator action on topics of one mirror. Empty Topics means
+// every topic of the mirror.
+type Command struct {
+	Kind    CommandKind
+	Mirror  string
+	Topics  []string
+	Rebuild bool // with CmdRecover: rebuild diverged topics (destructive)
+}

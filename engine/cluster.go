@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cluster is one Kafka cluster the engine talks to, through a franz-go
+// client used only for raw requests (never to produce or consume records).
+type cluster struct {
+	name string // "source" or "destination", for messages
+	cl   *kgo.Client
+	adm  *kadm.Client
+}
+
+// newCluster connects to a cluster. opts carry security settings.
+func newCluster(name string, bootstrap []string, clientID string, opts ...kgo.Opt) (*cluster, error) {
+	if len(bootstrap) == 0 {
+		return nil, fmt.Errorf("%s cluster: no bootstrap servers", name)
+	}
+	all := append([]kgo.Opt{
+		kgo.SeedBrokers(bootstrap...),
+		kgo.ClientID(clientID),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.DisableIdempotentWrite(), // the engine sends raw Produce requests with its own identity
+		kgo.RequestRetries(2),
+		kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.RetryTimeout(10 * time.Second),
+	}, opts...)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster: %w", name, err)
+	}
+	return &cluster{name: name, cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+func (c *cluster) close() { c.cl.Close() }
+
+// partMeta is what an uncached Metadata request says about one partition.
+type partMeta struct {
+	leader int32
+	epoch  int32
+	err    error
+}
+
+// topicMeta is what an uncached Metadata request says about one topic.
+type topicMeta struct {
+	id         [16]byte
+	partitions []partMeta // indexed by partition number
+	err        error
+}
+
+// clusterMeta is the answer to one uncached Metadata request.
+type clusterMeta struct {
+	clusterID string
+	brokers   []int32
+	topics    map[string]topicMeta
+}
+
+// metadata issues an uncached Metadata request for topics (nil: all topics).
+// kadm's Metadata may answer from a cache up to MetadataMinAge old; leaders
+// must be fresh after a NOT_LEADER error, so this goes to the wire.
+func (c *cluster) metadata(ctx context.Context, topics []string) (clusterMeta, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	if topics != nil {
+		req.Topics = make([]kmsg.MetadataRequestTopic, 0, len(topics))
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return clusterMeta{}, fmt.Errorf("%s metadata: %w", c.name, err)
+	}
+	m := clusterMeta{topics: make(map[string]topicMeta, len(resp.Topics))}
+	if resp.ClusterID != nil {
+		m.clusterID = *resp.ClusterID
+	}
+	for _, b := range resp.Brokers {
+		m.brokers = append(m.brokers, b.NodeID)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		tm := topicMeta{id: t.TopicID, err: kerr.ErrorForCode(t.ErrorCode)}
+		tm.partitions = make([]partMeta, len(t.Partitions))
+		for _, p := range t.Partitions {
+			if p.Partition < 0 || int(p.Partition) >= len(tm.partitions) {
+				continue
+			}
+			tm.partitions[p.Partition] = partMeta{leader: p.Leader, epoch: p.LeaderEpoch, err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+		m.topics[*t.Topic] = tm
+	}
+	return m, nil
+}
+
+// offsets returns the log start and log end offsets of one partition.
+func (c *cluster) offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
+	starts, err := c.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s list start offsets %s: %w", c.name, topic, err)
+	}
+	ends, err := c.adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s list end offsets %s: %w", c.name, topic, err)
+	}
+	s, ok1 := starts.Lookup(topic, partition)
+	e, ok2 := ends.Lookup(topic, partition)
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("%s list offsets %s/%d: partition missing from response", c.name, topic, partition)
+	}
+	if s.Err != nil {
+		return 0, 0, fmt.Errorf("%s log start %s/%d: %w", c.name, topic, partition, s.Err)
+	}
+	if e.Err != nil {
+		return 0, 0, fmt.Errorf("%s log end %s/%d: %w", c.name, topic, partition, e.Err)
+	}
+	return s.Offset, e.Offset, nil
+}
+
+// endOffsets returns the log end offset of every partition of topics.
+func (c *cluster) endOffsets(ctx context.Context, topics ...string) (map[string]map[int32]int64, error) {
+	ends, err := c.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("%s list end offsets: %w", c.name, err)
+	}
+	out := make(map[string]map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			return
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = make(map[int32]int64)
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out, nil
+}
+
+// retriable reports errors after which the same request may succeed once
+// metadata is refreshed or the broker recovers.
+func retriable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) ||
+			errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicID)
+	}
+	// Anything that is not a Kafka error code is a connection or client
+	// error: retry it.
+	return !errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures an engine instance. The destination cluster is the one
+// the instance writes to and keeps its state on.
+type Config struct {
+	Destination     []string
+	DestinationOpts []kgo.Opt // security settings for the destination
+	Instance        string    // instance name, default "kmirror"
+	Logger          *slog.Logger
+	Now             func() time.Time // clock, default time.Now
+	ConnectTimeout  time.Duration    // how long New waits for the destination, default 30s
+}
+
+// Engine mirrors partitions. It is safe for concurrent use.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	dst    *cluster
+	destID string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	mirrors map[string]*mirror
+
+	events *eventQueue
+}
+
+// New connects to the destination cluster and returns an engine with no
+// mirror running. It fails if the destination does not answer within
+// ConnectTimeout.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Instance == "" {
+		cfg.Instance = "kmirror"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 30 * time.Second
+	}
+	dst, err := newCluster("destination", cfg.Destination, cfg.Instance, cfg.DestinationOpts...)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	meta, err := dst.metadata(cctx, []string{})
+	if err != nil {
+		dst.close()
+		return nil, fmt.Errorf("destination cluster %s unreachable: %w", strings.Join(cfg.Destination, ","), err)
+	}
+	e := &Engine{
+		cfg: cfg, log: cfg.Logger, now: cfg.Now, dst: dst, destID: meta.clusterID,
+		mirrors: make(map[string]*mirror),
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
+	return e, nil
+}
+
+// Close stops every mirror and waits for the engine's goroutines.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+	e.mu.Lock()
+	for _, m := range e.mirrors {
+		m.src.close()
+	}
+	e.mu.Unlock()
+	e.dst.close()
+}
+
+// StartMirror connects to the mirror's source, creates missing destination
+// topics and starts mirroring every partition of cfg.Topics.
+func (e *Engine) StartMirror(ctx context.Context, cfg MirrorConfig) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	_, dup := e.mirrors[cfg.Name]
+	e.mu.Unlock()
+	if dup {
+		return fmt.Errorf("mirror %s is already running", cfg.Name)
+	}
+	src, err := newCluster("source", cfg.SourceBootstrap, e.cfg.Instance+"-"+cfg.Name, cfg.SourceOpts...)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
+	defer cancel()
+	meta, err := src.metadata(cctx, cfg.Topics)
+	if err != nil {
+		src.close()
+		return fmt.Errorf("mirror %s: source cluster %s unreachable: %w", cfg.Name, strings.Join(cfg.SourceBootstrap, ","), err)
+	}
+	topics := slices.Clone(cfg.Topics)
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
+	for _, t := range topics {
+		tm, ok := meta.topics[t]
+		if !ok || tm.err != nil {
+			src.close()
+			var err error = kerr.UnknownTopicOrPartition
+			if ok {
+				err = tm.err
+			}
+			return fmt.Errorf("mirror %s: source topic %s: %w", cfg.Name, t, err)
+		}
+	}
+	if err := e.ensureTopics(cctx, src, meta, topics); err != nil {
+		src.close()
+		return fmt.Errorf("mirror %s: %w", cfg.Name, err)
+	}
+	cfg.Topics = topics
+	m := &mirror{
+		e: e, cfg: cfg, src: src, sourceID: meta.clusterID,
+		srcMeta:  newMetaCache(src, topics, e.now),
+		dstMeta:  newMetaCache(e.dst, topics, e.now),
+		ctx:      e.ctx,
+		fetchers: make(map[fetchKey]*fetcher),
+	}
+	for _, t := range topics {
+		for p := range meta.topics[t].partitions {
+			s := newPartStats(cfg.Name, t, int32(p))
+			m.parts = append(m.parts, s)
+			m.runs = append(m.runs, newRunner(m, t, int32(p), s))
+		}
+	}
+	e.mu.Lock()
+	e.mirrors[cfg.Name] = m
+	e.mu.Unlock()
+	e.emit(LevelInfo, cfg.Name, "", -1, fmt.Sprintf("mirror %s started: %d topics, %d partitions from %s", cfg.Name, len(topics), len(m.runs), meta.clusterID))
+	for _, r := range m.runs {
+		e.wg.Go(func() { r.run(e.ctx) })
+	}
+	e.wg.Go(func() { m.watch(e.ctx) })
+	return nil
+}
+
+// Snapshot returns a copy of the engine's state.
+func (e *Engine) Snapshot() Snapshot {
+	e.mu.Lock()
+	ms := make([]*mirror, 0, len(e.mirrors))
+	for _, m := range e.mirrors {
+		ms = append(ms, m)
+	}
+	e.mu.Unlock()
+	slices.SortFunc(ms, func(a, b *mirror) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
+	s := Snapshot{
+		Taken:       e.now(),
+		Instance:    e.cfg.Instance,
+		Destination: ClusterInfo{ID: e.destID, Bootstrap: e.cfg.Destination},
+	}
+	for _, m := range ms {
+		mm := MirrorSnapshot{Name: m.cfg.Name, Source: ClusterInfo{ID: m.sourceID, Bootstrap: m.cfg.SourceBootstrap}}
+		mm.Partitions = make([]PartitionSnapshot, len(m.parts))
+		for i, p := range m.parts {
+			mm.Partitions[i] = p.snapshot()
+			mm.Partitions[i].Owner = e.cfg.Instance
+		}
+		s.Mirrors = append(s.Mirrors, mm)
+	}
+	return s
+}
+
+// Events returns the channel on which the engine delivers events in order.
+func (e *Engine) Events() <-chan Event { return e.events.out }
+
+// ErrUnknownMirror is returned by Control for a mirror this engine does not run.
+var ErrUnknownMirror = errors.New("unknown mirror")
+
+// Control applies an operator command to the matching partitions.
+func (e *Engine) Control(ctx context.Context, cmd Command) error {
+	e.mu.Lock()
+	m, ok := e.mirrors[cmd.Mirror]
+	e.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%s %s: %w", cmd.Kind, cmd.Mirror, ErrUnknownMirror)
+	}
+	matched := 0
+	for _, r := range m.runs {
+		if len(cmd.Topics) > 0 && !slices.Contains(cmd.Topics, r.topic) {
+			continue
+		}
+		matched++
+		select {
+		case r.ctl <- cmd:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if matched == 0 {
+		return fmt.Errorf("%s %s: no partition of topics %v", cmd.Kind, cmd.Mirror, cmd.Topics)
+	}
+	e.emit(LevelInfo, cmd.Mirror, strings.Join(cmd.Topics, ","), -1, fmt.Sprintf("operator: %s on %d partitions", cmd.Kind, matched))
+	return nil
+}
+
+// emit records an event and logs it.
+func (e *Engine) emit(level EventLevel, mirror, topic string, p int32, msg string) {
+	ev := Event{Time: e.now(), Level: level, Mirror: mirror, Topic: topic, Partition: p, Message: msg}
+	lvl := slog.LevelInfo
+	switch level {
+	case LevelWarn:
+		lvl = slog.LevelWarn
+	case LevelError:
+		lvl = slog.LevelError
+	}
+	e.log.Log(context.Background(), lvl, msg, attrMirror, mirror, attrTopic, topic, attrPartition, p)
+	e.events.push(ev)
+}
+
+// Log attribute keys.
+const (
+	attrMirror    = "mirror"
+	attrTopic     = "topic"
+	attrPartition = "partition"
+)
+
+// deleteRecords moves a destination partition's log start to offset.
+func (e *Engine) deleteRecords(ctx context.Context, topic string, p int32, offset int64) error {
+	var o kadm.Offsets
+	o.Add(kadm.Offset{Topic: topic, Partition: p, At: offset})
+	resp, err := e.dst.adm.DeleteRecords(ctx, o)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("delete records below %d on destination %s/%d: %w", offset, topic, p, err)
+	}
+	return nil
+}

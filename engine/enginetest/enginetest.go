@@ -1,0 +1,347 @@
+// Package enginetest runs kmirror against real in-process Kafka clusters
+// (franz-go's kfake, three brokers each, distinct cluster ids) and compares
+// what lands on the destination with the source, batch by batch and record
+// by record.
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine/batch"
+)
+
+// Cluster is one in-process Kafka cluster.
+type Cluster struct {
+	*kfake.Cluster
+	ID string
+}
+
+// Addrs are the cluster's listener addresses.
+func (c *Cluster) Addrs() []string { return c.ListenAddrs() }
+
+// NewCluster starts a three-broker kfake cluster with the given cluster id
+// and closes it when the test ends.
+func NewCluster(t testing.TB, id string, opts ...kfake.Opt) *Cluster {
+	t.Helper()
+	all := append([]kfake.Opt{kfake.NumBrokers(3), kfake.ClusterID(id)}, opts...)
+	c, err := kfake.NewCluster(all...)
+	if err != nil {
+		t.Fatalf("start cluster %s: %v", id, err)
+	}
+	t.Cleanup(c.Close)
+	return &Cluster{Cluster: c, ID: id}
+}
+
+// Pair starts a source and a destination cluster with distinct ids.
+func Pair(t testing.TB) (src, dst *Cluster) {
+	return NewCluster(t, "kmirror-test-source"), NewCluster(t, "kmirror-test-destination")
+}
+
+// Client returns a franz-go client for the cluster, closed with the test.
+func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns an admin client for the cluster.
+func (c *Cluster) Admin(t testing.TB) *kadm.Client { return kadm.NewClient(c.Client(t)) }
+
+// CreateTopic creates a topic with partitions partitions.
+func (c *Cluster) CreateTopic(t testing.TB, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	resp, err := c.Admin(t).CreateTopic(context.Background(), partitions, -1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// Codecs are the compression codecs Kafka knows, by name.
+var Codecs = map[string]kgo.CompressionCodec{
+	"none":   kgo.NoCompression(),
+	"gzip":   kgo.GzipCompression(),
+	"snappy": kgo.SnappyCompression(),
+	"lz4":    kgo.Lz4Compression(),
+	"zstd":   kgo.ZstdCompression(),
+}
+
+// ProducerOpts returns the options of a real franz-go producer that batches:
+// the codec, idempotent or not, and a linger so batches hold many records.
+func ProducerOpts(codec string, idempotent bool) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.ProducerBatchCompression(Codecs[codec]),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	}
+	if !idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck()))
+	}
+	return opts
+}
+
+// Produce writes n keyed records with headers to each partition of topic,
+// in bursts so that batches hold many records, and waits for every ack.
+func Produce(t testing.TB, cl *kgo.Client, topic string, partitions int32, n int, tag string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	recs := make([]*kgo.Record, 0, n*int(partitions))
+	for p := range partitions {
+		for i := range n {
+			recs = append(recs, &kgo.Record{
+				Topic:     topic,
+				Partition: p,
+				Key:       fmt.Appendf(nil, "%s-k%d", tag, i%17),
+				Value:     fmt.Appendf(nil, `{"tag":%q,"p":%d,"i":%d,"pad":"%s"}`, tag, p, i, strings.Repeat("x", i%50)),
+				Headers:   []kgo.RecordHeader{{Key: "tag", Value: []byte(tag)}, {Key: "i", Value: fmt.Appendf(nil, "%d", i)}},
+			})
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
+// RawBatch is one stored batch as a fetch returns it.
+type RawBatch struct {
+	Header  batch.Header
+	Payload []byte // the records section, still compressed
+}
+
+// Offsets returns a partition's log start and end.
+func Offsets(ctx context.Context, adm *kadm.Client, topic string, p int32) (start, end int64, err error) {
+	s, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	e, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	so, _ := s.Lookup(topic, p)
+	eo, _ := e.Lookup(topic, p)
+	if so.Err != nil {
+		return 0, 0, so.Err
+	}
+	return so.Offset, eo.Offset, eo.Err
+}
+
+// ReadBatches fetches every batch of a partition from log start to the high
+// watermark with raw Fetch requests, so nothing is decoded or reordered.
+func ReadBatches(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]RawBatch, error) {
+	adm := kadm.NewClient(cl)
+	start, end, err := Offsets(ctx, adm, topic, p)
+	if err != nil {
+		return nil, err
+	}
+	var out []RawBatch
+	for off := start; off < end; {
+		meta := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		meta.Topics = append(meta.Topics, mt)
+		mresp, err := meta.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		if len(mresp.Topics) != 1 || int(p) >= len(mresp.Topics[0].Partitions) {
+			return nil, fmt.Errorf("metadata for %s/%d missing", topic, p)
+		}
+		var leader int32 = -1
+		for _, mp := range mresp.Topics[0].Partitions {
+			if mp.Partition == p {
+				leader = mp.Leader
+			}
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxBytes = 32 << 20
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rt.TopicID = mresp.Topics[0].TopicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p
+		rp.FetchOffset = off
+		rp.PartitionMaxBytes = 16 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.Broker(int(leader)).Request(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		fr := resp.(*kmsg.FetchResponse)
+		if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 {
+			return nil, fmt.Errorf("fetch %s/%d: malformed response", topic, p)
+		}
+		fp := fr.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(fp.ErrorCode); err != nil {
+			return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, off, err)
+		}
+		before := off
+		_, err = batch.Split(fp.RecordBatches, func(h batch.Header, b []byte) error {
+			if h.NextOffset() <= off {
+				return nil
+			}
+			if err := batch.VerifyCRC(b); err != nil {
+				return err
+			}
+			out = append(out, RawBatch{Header: h, Payload: slices.Clone(b[batch.HeaderSize:])})
+			off = h.NextOffset()
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, before, err)
+		}
+		if off == before {
+			return nil, fmt.Errorf("fetch %s/%d at %d: no progress below end %d", topic, p, off, end)
+		}
+	}
+	return out, nil
+}
+
+// CompareBatches checks that a destination partition holds the source's
+// batches: same base offsets and offset ranges, same attributes (the
+// LogAppendTime bit aside, which kmirror clears), same record counts and
+// timestamps, same payload bytes. It returns the number of batches compared.
+func CompareBatches(ctx context.Context, src, dst *kgo.Client, topic string, p int32) (int, error) {
+	sb, err := ReadBatches(ctx, src, topic, p)
+	if err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
+	db, err := ReadBatches(ctx, dst, topic, p)
+	if err != nil {
+		return 0, fmt.Errorf("destination: %w", err)
+	}
+	if len(sb) != len(db) {
+		return 0, fmt.Errorf("%s/%d: source has %d batches, destination %d", topic, p, len(sb), len(db))
+	}
+	for i := range sb {
+		s, d := sb[i].Header, db[i].Header
+		switch {
+		case s.BaseOffset != d.BaseOffset || s.LastOffsetDelta != d.LastOffsetDelta:
+			return i, fmt.Errorf("%s/%d batch %d: source offsets %d..%d, destination %d..%d", topic, p, i, s.BaseOffset, s.LastOffset(), d.BaseOffset, d.LastOffset())
+		case s.Attributes&^batch.AttrLogAppendTime != d.Attributes:
+			return i, fmt.Errorf("%s/%d batch at %d: source attributes %#x, destination %#x", topic, p, s.BaseOffset, s.Attributes, d.Attributes)
+		case s.RecordCount != d.RecordCount:
+			return i, fmt.Errorf("%s/%d batch at %d: source %d records, destination %d", topic, p, s.BaseOffset, s.RecordCount, d.RecordCount)
+		case s.BaseTimestamp != d.BaseTimestamp || s.MaxTimestamp != d.MaxTimestamp:
+			return i, fmt.Errorf("%s/%d batch at %d: timestamps differ", topic, p, s.BaseOffset)
+		case !bytes.Equal(sb[i].Payload, db[i].Payload):
+			return i, fmt.Errorf("%s/%d batch at %d: payload bytes differ", topic, p, s.BaseOffset)
+		}
+	}
+	return len(sb), nil
+}
+
+// Record is what a consumer sees of one record.
+type Record struct {
+	Offset    int64
+	Key       string
+	Value     string
+	Headers   string
+	Timestamp int64
+}
+
+// Consume reads a partition from its log start to its end with a franz-go
+// consumer.
+func Consume(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]Record, error) {
+	start, end, err := Offsets(ctx, kadm.NewClient(cl), topic, p)
+	if err != nil || start == end {
+		return nil, err
+	}
+	cons, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds(cl)...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(start)}}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Close()
+	var out []Record
+	for {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		if err := fs.Err(); err != nil {
+			return out, err
+		}
+		for _, r := range fs.Records() {
+			var hs strings.Builder
+			for _, h := range r.Headers {
+				fmt.Fprintf(&hs, "%s=%s;", h.Key, h.Value)
+			}
+			out = append(out, Record{Offset: r.Offset, Key: string(r.Key), Value: string(r.Value), Headers: hs.String(), Timestamp: r.Timestamp.UnixMilli()})
+			if r.Offset >= end-1 {
+				return out, nil
+			}
+		}
+	}
+}
+
+func seeds(cl *kgo.Client) []string {
+	var out []string
+	for _, s := range cl.OptValues(kgo.SeedBrokers) {
+		out = append(out, s.([]string)...)
+	}
+	return out
+}
+
+// Wait polls cond until it reports done or the deadline passes; the
+// condition's last message is the failure.
+func Wait(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %s: %s", timeout, msg)
+		}
+		<-tick.C
+	}
+}
+
+// Ends returns the log end offset of each partition of topic, indexed by
+// partition.
+func Ends(ctx context.Context, cl *kgo.Client, topic string) ([]int64, error) {
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	ends.Each(func(o kadm.ListedOffset) {
+		for int(o.Partition) >= len(out) {
+			out = append(out, -1)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out, nil
+}

@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels to branch on with errors.Is.
+var (
+	// ErrForeignWrite: the destination partition holds records kmirror did not write.
+	ErrForeignWrite = errors.New("foreign write on destination")
+	// ErrDiverged: the destination log does not line up with the source log.
+	ErrDiverged = errors.New("destination diverged from source")
+	// ErrGap: a source batch cannot be copied at identical offsets by a client.
+	ErrGap = errors.New("gap in source log")
+	// ErrBadSourceBatch: a fetched batch is corrupt; it is never appended.
+	ErrBadSourceBatch = errors.New("corrupt source batch")
+	// ErrFenced: another writer took over the destination partition.
+	ErrFenced = errors.New("fenced by a newer writer")
+	// ErrUnsupported: the source holds data this engine cannot yet copy at identical offsets.
+	ErrUnsupported = errors.New("unsupported source data")
+	// errRealign asks the runner to re-read the destination and start again.
+	errRealign = errors.New("realign")
+)
+
+// PartitionError is a failure of one mirrored partition. Retryable errors are
+// retried with backoff; the others wait for an operator's recover.
+type PartitionError struct {
+	Topic     string
+	Partition int32
+	Retryable bool
+	Err       error
+}
+
+func (e *PartitionError) Error() string {
+	return fmt.Sprintf("%s/%d: %v", e.Topic, e.Partition, e.Err)
+}
+
+func (e *PartitionError) Unwrap() error { return e.Err }
+
+// OffsetMismatchError reports the offset-identity invariant broken: the
+// broker put a batch at Actual where the source has it at Expected.
+type OffsetMismatchError struct {
+	Topic     string
+	Partition int32
+	Expected  int64
+	Actual    int64
+	Cause     error // ErrForeignWrite or ErrDiverged
+}
+
+func (e *OffsetMismatchError) Error() string {
+	return fmt.Sprintf("%v on %s/%d: expected offset %d, destination has %d", e.Cause, e.Topic, e.Partition, e.Expected, e.Actual)
+}
+
+func (e *OffsetMismatchError) Unwrap() error { return e.Cause }

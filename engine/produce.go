@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+var zstdCodec = kgo.ZstdCompression()
+
+// produceAttempts bounds how often one batch is resent before the partition
+// realigns from the destination's own log end.
+const produceAttempts = 8
+
+// produce rewrites b for the partition's writer identity and appends it to
+// the destination, where it must land at base. A retry sends the same bytes
+// with the same sequence, so the broker's idempotence deduplicates a batch
+// whose first attempt was applied but not acknowledged.
+func (r *runner) produce(ctx context.Context, b []byte, base int64, count int32) error {
+	batch.Transform(b, r.writer)
+	var lastErr error
+	for attempt := range produceAttempts {
+		if attempt > 0 {
+			at := r.m.e.now()
+			if !r.wait(ctx, r.m.cfg.RetryInitial<<min(attempt, 6)) {
+				return ctx.Err()
+			}
+			if rt, err := r.m.destRoute(ctx, r.topic, r.partition, at); err == nil {
+				r.dst = rt
+			}
+		}
+		got, err := r.produceOnce(ctx, b)
+		switch {
+		case err == nil:
+			if got != base {
+				return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: base, Actual: got, Cause: ErrForeignWrite}
+			}
+			r.writer.BaseSequence = nextSequence(r.writer.BaseSequence, count)
+			return nil
+		case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
+			return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w (writer epoch %d): is another kmirror instance mirroring this partition? %v", ErrFenced, r.writer.ProducerEpoch, err)}
+		case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
+			errors.Is(err, kerr.DuplicateSequenceNumber), errors.Is(err, kerr.InvalidProducerIDMapping):
+			return fmt.Errorf("%w: append %s/%d at %d: %v", errRealign, r.topic, r.partition, base, err)
+		case retriable(err):
+			lastErr = err
+			r.stats.setError(fmt.Sprintf("append at %d: %v (retrying)", base, err), true)
+		default:
+			return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("append at %d: %w", base, err)}
+		}
+	}
+	return fmt.Errorf("%w: append %s/%d at %d failed %d times: %v", errRealign, r.topic, r.partition, base, produceAttempts, lastErr)
+}
+
+// produceOnce sends one Produce request holding b and returns the base
+// offset the broker assigned.
+func (r *runner) produceOnce(ctx context.Context, b []byte) (int64, error) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 30_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = r.topic
+	rt.TopicID = r.dst.topicID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = r.partition
+	rp.Records = b
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	resp, err := r.m.e.dst.cl.Broker(int(r.dst.leader)).Request(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("produce to destination broker %d: %w", r.dst.leader, err)
+	}
+	pr := resp.(*kmsg.ProduceResponse)
+	if len(pr.Topics) != 1 || len(pr.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("produce to destination broker %d: malformed response", r.dst.leader)
+	}
+	p := pr.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		if p.ErrorMessage != nil {
+			return 0, fmt.Errorf("%w: %s", err, *p.ErrorMessage)
+		}
+		return 0, err
+	}
+	return p.BaseOffset, nil
+}
+
+func nextSequence(seq, count int32) int32 {
+	if int64(seq)+int64(count) > math.MaxInt32 {
+		return int32(int64(seq) + int64(count) - math.MaxInt32 - 1)
+	}
+	return seq + count
+}
+
+// align is LOG_ALIGNMENT: compare the destination log with the source log
+// and decide where mirroring resumes. It writes nothing.
+func (r *runner) align(ctx context.Context) error {
+	at := r.m.e.now()
+	src, err := r.m.sourceRoute(ctx, r.topic, r.partition, at)
+	if err != nil {
+		return err
+	}
+	dst, err := r.m.destRoute(ctx, r.topic, r.partition, at)
+	if err != nil {
+		return err
+	}
+	r.src, r.dst = src, dst
+	srcStart, srcEnd, err := r.m.src.offsets(ctx, r.topic, r.partition)
+	if err != nil {
+		return err
+	}
+	dstStart, dstEnd, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
+	if err != nil {
+		return err
+	}
+	r.stats.setSource(srcEnd, srcStart)
+	r.stats.setDestEnd(dstEnd)
+	switch {
+	case dstEnd > srcEnd:
+		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: srcEnd, Actual: dstEnd, Cause: ErrDiverged}
+	case dstEnd < srcStart:
+		if dstEnd > dstStart {
+			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
+				fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
+		}
+		r.fillTo = srcStart
+	default:
+		r.fillTo = 0
+	}
+	r.pos = dstEnd
+	r.dropFetch()
+	return nil
+}
+
+// fence is EPOCH_FENCING: acquire the partition's writer identity with a
+// bumped epoch, so any older owner is fenced at the broker, then check that
+// nobody wrote to the destination since alignment.
+func (r *runner) fence(ctx context.Context) error {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	txnID := writerID(r.m.cfg.Name, r.topic, r.partition)
+	req.TransactionalID = &txnID
+	req.TransactionTimeoutMillis = 60_000
+	req.ProducerID = -1
+	req.ProducerEpoch = -1
+	resp, err := req.RequestWith(ctx, r.m.e.dst.cl)
+	if err != nil {
+		return fmt.Errorf("init writer %s: %w", txnID, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("init writer %s: %w", txnID, err)
+	}
+	r.writer = batch.Writer{ProducerID: resp.ProducerID, ProducerEpoch: resp.ProducerEpoch, BaseSequence: 0}
+	r.stats.setWriter(resp.ProducerEpoch)
+	_, end, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
+	if err != nil {
+		return err
+	}
+	if end != r.pos {
+		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: end, Cause: ErrForeignWrite}
+	}
+	return nil
+}
+
+// writerID is the transactional id whose producer id and epoch a partition's
+// appends carry. It is stable so a new owner bumps the old owner's epoch.
+func writerID(mirror, topic string, p int32) string {
+	return fmt.Sprintf("kmirror/%s/%s/%d", mirror, topic, p)
+}
+
+// fillerRecords bounds one filler batch. Empty records compress to almost
+// nothing, so one zstd batch covers a large span of offsets.
+const fillerRecords = 50_000
+
+// fill appends batches of empty records until the destination log end is
+// to, then deletes them, so the first mirrored batch lands at the source's
+// own offset. Fillers are counted and shown, never silent.
+func (r *runner) fill(ctx context.Context, to int64) error {
+	recs := make([]batch.Record, min(to-r.pos, fillerRecords))
+	for r.pos < to {
+		n := min(to-r.pos, fillerRecords)
+		b, err := batch.Build(zstdCodec, r.m.e.now().UnixMilli(), r.writer, recs[:n])
+		if err != nil {
+			return err
+		}
+		if err := r.produce(ctx, b, r.pos, int32(n)); err != nil {
+			return err
+		}
+		r.pos += n
+		r.stats.appended(r.pos-n, r.pos, -1, int64(len(b)), 0, true)
+	}
+	if err := r.m.e.deleteRecords(ctx, r.topic, r.partition, to); err != nil {
+		return err
+	}
+	r.fillTo = 0
+	r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("destination aligned to source log start %d", to))
+	return nil
+}
+
+// stop is STOPPING: no more fetches, bump the writer epoch so no zombie
+// append can land, then STOPPED. It needs only the destination.
+func (r *runner) stop(ctx context.Context) error {
+	r.dropFetch()
+	for attempt := 0; ; attempt++ {
+		err := r.fence(ctx)
+		var om *OffsetMismatchError
+		if err == nil || errors.As(err, &om) {
+			break // fenced; a foreign write is reported by the next alignment
+		}
+		if attempt >= 4 {
+			return err
+		}
+		if !r.wait(ctx, 100*time.Millisecond<<attempt) {
+			return ctx.Err()
+		}
+	}
+	r.setState(partition.Stopped, nil)
+	return nil
+}

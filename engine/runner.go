@@ -1,0 +1,368 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// runner owns one mirrored partition: its position, its writer identity and
+// its state. Everything it owns is touched only by its goroutine; what others
+// may read is copied into stats.
+type runner struct {
+	m         *mirror
+	topic     string
+	partition int32
+	stats     *partStats
+	ctl       chan Command
+
+	state partition.State
+	src   route // source leader, epoch and topic id
+	dst   route // destination leader and topic id
+
+	pos       int64 // destination log end == next source offset to append
+	fillTo    int64 // alignment decided to fill up to here before mirroring
+	lastEpoch int32 // source leader epoch of the last fetched batch
+	writer    batch.Writer
+
+	gen         uint64 // bumps whenever outstanding fetches become stale
+	reply       chan fetchResult
+	outstanding bool
+	maxBytes    int32
+
+	attempt  int // consecutive failures, for backoff
+	retryErr error
+}
+
+func newRunner(m *mirror, topic string, p int32, stats *partStats) *runner {
+	return &runner{
+		m: m, topic: topic, partition: p, stats: stats,
+		ctl:       make(chan Command, 4),
+		reply:     make(chan fetchResult, 1),
+		maxBytes:  m.cfg.PartitionFetchBytes,
+		lastEpoch: -1,
+		state:     partition.LogAlignment,
+	}
+}
+
+// run drives the partition until ctx ends.
+func (r *runner) run(ctx context.Context) {
+	r.setState(partition.LogAlignment, nil)
+	for ctx.Err() == nil {
+		var err error
+		switch r.state {
+		case partition.LogAlignment:
+			if err = r.align(ctx); err == nil {
+				r.setState(partition.EpochFencing, nil)
+			}
+		case partition.EpochFencing:
+			if err = r.fence(ctx); err == nil {
+				r.setState(partition.Mirroring, nil)
+			}
+		case partition.Mirroring:
+			err = r.mirror(ctx)
+		case partition.Pausing:
+			r.dropFetch()
+			r.setState(partition.Paused, nil)
+		case partition.Stopping:
+			err = r.stop(ctx)
+		case partition.Paused, partition.Stopped:
+			r.waitCommand(ctx, nil)
+		case partition.Failed:
+			r.waitFailed(ctx)
+		case partition.Unknown, partition.ULERecovery:
+			r.setState(partition.LogAlignment, nil)
+		}
+		if err != nil && ctx.Err() == nil {
+			r.handleErr(ctx, err)
+		}
+	}
+}
+
+// handleErr moves the partition after a failed step: realign requests go
+// back to alignment after a short backoff, everything else is FAILED.
+func (r *runner) handleErr(ctx context.Context, err error) {
+	var cmdErr *commandError
+	if errors.As(err, &cmdErr) {
+		return // a command changed the state; nothing failed
+	}
+	r.dropFetch()
+	if errors.Is(err, errRealign) {
+		r.attempt++
+		r.stats.setError(err.Error(), true)
+		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "realigning: "+err.Error())
+		if !r.wait(ctx, r.backoff()) {
+			return
+		}
+		r.setState(partition.LogAlignment, nil)
+		return
+	}
+	retryable := true
+	var pe *PartitionError
+	if errors.As(err, &pe) {
+		retryable = pe.Retryable
+	} else if errors.Is(err, ErrForeignWrite) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrGap) ||
+		errors.Is(err, ErrBadSourceBatch) || errors.Is(err, ErrFenced) || errors.Is(err, ErrUnsupported) {
+		retryable = false
+	}
+	r.attempt++
+	r.retryErr = err
+	r.stats.failed(r.state, r.attempt, err.Error(), retryable)
+	r.setState(partition.Failed, err)
+}
+
+// backoff is the capped full-jitter exponential delay for the current attempt.
+func (r *runner) backoff() time.Duration {
+	d := r.m.cfg.RetryInitial << min(r.attempt, 20)
+	d = min(d, r.m.cfg.RetryMax)
+	return time.Duration(rand.Float64() * float64(d))
+}
+
+// waitFailed waits for a retry (retryable errors) or an operator command.
+func (r *runner) waitFailed(ctx context.Context) {
+	snap := r.stats.snapshot()
+	if !snap.Retryable || r.attempt >= r.m.cfg.RetryAttempts {
+		r.waitCommand(ctx, nil)
+		return
+	}
+	d := r.backoff()
+	r.stats.setNextRetry(r.m.e.now().Add(d))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	r.waitCommand(ctx, t.C)
+}
+
+// waitCommand blocks until a command arrives (handled) or timer fires (the
+// partition retries from alignment).
+func (r *runner) waitCommand(ctx context.Context, timer <-chan time.Time) {
+	select {
+	case <-ctx.Done():
+	case cmd := <-r.ctl:
+		_ = r.command(cmd)
+	case <-timer:
+		r.setState(partition.LogAlignment, nil)
+	}
+}
+
+// commandError interrupts the mirroring loop when a command changed the state.
+type commandError struct{ cmd CommandKind }
+
+func (e *commandError) Error() string { return "interrupted by " + e.cmd.String() }
+
+// command applies an operator command and reports whether it changed state.
+func (r *runner) command(cmd Command) error {
+	switch cmd.Kind {
+	case CmdPause:
+		switch r.state {
+		case partition.LogAlignment, partition.EpochFencing, partition.Mirroring, partition.Failed:
+			r.setState(partition.Pausing, nil)
+			return &commandError{cmd.Kind}
+		}
+	case CmdResume:
+		if r.state == partition.Paused || r.state == partition.Pausing {
+			r.setState(partition.LogAlignment, nil)
+			return &commandError{cmd.Kind}
+		}
+	case CmdRecover:
+		if r.state == partition.Failed {
+			r.attempt = 0
+			r.setState(partition.LogAlignment, nil)
+			return &commandError{cmd.Kind}
+		}
+	case CmdStop:
+		if r.state != partition.Stopped && r.state != partition.Stopping {
+			r.setState(partition.Stopping, nil)
+			return &commandError{cmd.Kind}
+		}
+	}
+	return nil
+}
+
+// wait waits d or until ctx ends; it reports whether ctx is still live.
+func (r *runner) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (r *runner) setState(s partition.State, err error) {
+	prev := r.state
+	r.state = s
+	r.stats.setState(s)
+	if s == partition.Mirroring {
+		r.attempt = 0
+		r.stats.clearError()
+	}
+	if prev == s {
+		return
+	}
+	lvl, msg := LevelInfo, fmt.Sprintf("%s -> %s", prev, s)
+	if err != nil {
+		lvl, msg = LevelError, msg+": "+err.Error()
+	}
+	r.m.e.emit(lvl, r.m.cfg.Name, r.topic, r.partition, msg)
+}
+
+// dropFetch abandons the outstanding fetch, if any: its answer will carry a
+// stale generation and be ignored.
+func (r *runner) dropFetch() {
+	r.gen++
+	r.outstanding = false
+}
+
+// postWant asks the partition's fetcher for records from offset.
+func (r *runner) postWant(ctx context.Context, offset int64) {
+	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
+	w := want{
+		topic: r.topic, topicID: r.src.topicID, partition: r.partition,
+		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: r.lastEpoch,
+		maxBytes: r.maxBytes, gen: r.gen, reply: r.reply,
+	}
+	select {
+	case f.wants <- w:
+		r.outstanding = true
+	case <-ctx.Done():
+	}
+}
+
+// mirror is the MIRRORING loop: fetch ahead, transform and append in order.
+func (r *runner) mirror(ctx context.Context) error {
+	if r.pos < r.fillTo {
+		if err := r.fill(ctx, r.fillTo); err != nil {
+			return err
+		}
+	}
+	if !r.outstanding {
+		r.postWant(ctx, r.pos)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case cmd := <-r.ctl:
+			if err := r.command(cmd); err != nil {
+				r.dropFetch()
+				return err
+			}
+		case off := <-r.stats.checkEnd:
+			if off > r.pos {
+				return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: off, Cause: ErrForeignWrite}
+			}
+		case res := <-r.reply:
+			if res.gen != r.gen {
+				continue // answer to a fetch abandoned by a realignment
+			}
+			r.outstanding = false
+			if err := r.handleFetch(ctx, res); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handleFetch appends the batches of one fetch answer.
+func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
+	if res.err != nil {
+		return r.fetchFailed(ctx, res.err)
+	}
+	if r.attempt > 0 {
+		r.attempt = 0
+		r.stats.clearError()
+	}
+	r.stats.setSource(res.hwm, res.logStart)
+	if res.divergence != nil {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source reports diverging epoch %d ending at offset %d (fetch at %d)",
+			ErrDiverged, res.divergence.Epoch, res.divergence.EndOffset, res.offset)}
+	}
+	type item struct {
+		h batch.Header
+		b []byte
+	}
+	var items []item
+	partialAt, err := batch.Split(res.records, func(h batch.Header, b []byte) error {
+		items = append(items, item{h, b})
+		return nil
+	})
+	if err != nil {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at fetch offset %d: %v", ErrBadSourceBatch, res.offset, err)}
+	}
+	next := res.offset
+	if n := len(items); n > 0 {
+		next = max(next, items[n-1].h.NextOffset())
+		r.stats.setSourceNewest(items[n-1].h.MaxTimestamp)
+	} else if partialAt >= 0 {
+		// One batch is larger than we asked for: ask for more next time.
+		r.maxBytes = min(r.maxBytes*2, 64<<20)
+	}
+	r.postWant(ctx, next) // fetch ahead while we append
+	for _, it := range items {
+		if err := r.appendBatch(ctx, it.h, it.b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetchFailed handles a fetch error: leader changes and connection loss are
+// retried with backoff after fresh metadata; an out-of-range offset sends the
+// partition back to alignment.
+func (r *runner) fetchFailed(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		return fmt.Errorf("%w: %v", errRealign, err)
+	case retriable(err):
+		r.attempt++
+		r.stats.setError(err.Error(), true)
+		at := r.m.e.now()
+		if !r.wait(ctx, r.backoff()) {
+			return nil
+		}
+		if rt, rerr := r.m.sourceRoute(ctx, r.topic, r.partition, at); rerr == nil {
+			r.src = rt
+		}
+		r.postWant(ctx, r.pos)
+		return nil
+	}
+	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: err}
+}
+
+// appendBatch checks one source batch against the destination position,
+// rewrites it for the writer identity and appends it.
+func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte) error {
+	switch {
+	case h.NextOffset() <= r.pos:
+		return nil // already on the destination (the fetch began inside it)
+	case h.BaseOffset < r.pos:
+		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: h.BaseOffset, Actual: r.pos, Cause: ErrDiverged}
+	case h.BaseOffset > r.pos:
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source offsets %d..%d are missing (compacted or deleted); mirror.gap.policy=fill is needed", ErrGap, r.pos, h.BaseOffset-1)}
+	}
+	if err := batch.VerifyCRC(b); err != nil {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
+	}
+	if h.IsControl() || h.IsTransactional() {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: transactional batch at offset %d (transactions are not mirrored by this version)", ErrUnsupported, h.BaseOffset)}
+	}
+	if h.HasGap() {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: batch at offset %d holds %d records for %d offsets (compacted); mirror.gap.policy=fill is needed", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)}
+	}
+	r.lastEpoch = h.LeaderEpoch
+	if err := r.produce(ctx, b, h.BaseOffset, h.LastOffsetDelta+1); err != nil {
+		return err
+	}
+	r.pos = h.NextOffset()
+	r.stats.appended(h.BaseOffset, r.pos, h.LeaderEpoch, int64(len(b)), h.MaxTimestamp, false)
+	return nil
+}

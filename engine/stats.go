@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// partStats is what a runner publishes about its partition. The runner
+// writes it; Snapshot and the mirror's ticker read it.
+type partStats struct {
+	mu sync.Mutex
+	ps PartitionSnapshot
+
+	srcNewestTs  int64 // max timestamp of the newest source batch seen
+	lastMirrorTs int64 // max timestamp of the newest batch appended
+
+	rateAt               time.Time
+	rateBytes, rateBatch int64
+
+	// checkEnd carries destination log ends observed by the mirror's
+	// ticker to the runner, which alone can tell a foreign write from its
+	// own appends.
+	checkEnd chan int64
+}
+
+func newPartStats(mirror, topic string, p int32) *partStats {
+	return &partStats{
+		ps: PartitionSnapshot{
+			Mirror: mirror, Topic: topic, Partition: p,
+			SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1,
+			SourceEpoch: -1, SourceLeader: -1, LastOffset: -1, LastEpoch: -1,
+		},
+		checkEnd: make(chan int64, 1),
+	}
+}
+
+func (s *partStats) snapshot() PartitionSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.ps
+	ps.Lineage = append([]EpochStart(nil), s.ps.Lineage...)
+	if ps.SourceHWM >= 0 && ps.DestLogEnd >= 0 {
+		ps.Lag = max(0, ps.SourceHWM-ps.DestLogEnd)
+	}
+	if ps.Lag > 0 && s.srcNewestTs > s.lastMirrorTs && s.lastMirrorTs > 0 {
+		ps.LagTime = time.Duration(s.srcNewestTs-s.lastMirrorTs) * time.Millisecond
+	}
+	return ps
+}
+
+func (s *partStats) setState(st partition.State) {
+	s.mu.Lock()
+	s.ps.State = st
+	if st != partition.Failed {
+		s.ps.NextRetry = time.Time{}
+	}
+	s.mu.Unlock()
+}
+
+func (s *partStats) failed(prev partition.State, attempt int, msg string, retryable bool) {
+	s.mu.Lock()
+	s.ps.PrevState, s.ps.Attempt, s.ps.Error, s.ps.Retryable = prev, attempt, msg, retryable
+	s.mu.Unlock()
+}
+
+func (s *partStats) setError(msg string, retryable bool) {
+	s.mu.Lock()
+	s.ps.Error, s.ps.Retryable = msg, retryable
+	s.mu.Unlock()
+}
+
+func (s *partStats) clearError() {
+	s.mu.Lock()
+	s.ps.Error, s.ps.Retryable, s.ps.Attempt = "", false, 0
+	s.mu.Unlock()
+}
+
+func (s *partStats) setNextRetry(t time.Time) {
+	s.mu.Lock()
+	s.ps.NextRetry = t
+	s.mu.Unlock()
+}
+
+func (s *partStats) setSource(hwm, logStart int64) {
+	s.mu.Lock()
+	if hwm >= 0 {
+		s.ps.SourceHWM = hwm
+	}
+	if logStart >= 0 {
+		s.ps.SourceLogStart = logStart
+	}
+	s.mu.Unlock()
+}
+
+func (s *partStats) setRoute(leader, epoch int32) {
+	s.mu.Lock()
+	s.ps.SourceLeader, s.ps.SourceEpoch = leader, epoch
+	s.mu.Unlock()
+}
+
+func (s *partStats) setSourceNewest(ts int64) {
+	s.mu.Lock()
+	s.srcNewestTs = max(s.srcNewestTs, ts)
+	s.mu.Unlock()
+}
+
+func (s *partStats) setDestEnd(end int64) {
+	s.mu.Lock()
+	s.ps.DestLogEnd = end
+	s.mu.Unlock()
+}
+
+func (s *partStats) setWriter(epoch int16) {
+	s.mu.Lock()
+	s.ps.WriterEpoch = epoch
+	s.mu.Unlock()
+}
+
+// appended records one batch on the destination; epoch -1 marks a filler.
+func (s *partStats) appended(base, end int64, epoch int32, bytes int64, maxTs int64, filler bool) {
+	s.mu.Lock()
+	s.ps.DestLogEnd = end
+	s.ps.BytesCopied += bytes
+	s.ps.BatchesCopied++
+	if filler {
+		s.ps.FillerBatches++
+	} else {
+		s.ps.LastOffset = end - 1
+		s.ps.LastEpoch = epoch
+		s.lastMirrorTs = max(s.lastMirrorTs, maxTs)
+		s.srcNewestTs = max(s.srcNewestTs, maxTs)
+		if n := len(s.ps.Lineage); n == 0 || s.ps.Lineage[n-1].Epoch < epoch {
+			s.ps.Lineage = append(s.ps.Lineage, EpochStart{Epoch: epoch, StartOffset: base})
+			if len(s.ps.Lineage) > maxLineage {
+				s.ps.Lineage = s.ps.Lineage[len(s.ps.Lineage)-maxLineage:]
+			}
+		}
+	}
+	s.mu.Unlock()
+}
+
+// maxLineage bounds the epoch lineage kept per partition.
+const maxLineage = 16
+
+// updateRate recomputes bytes/s and batches/s from the counters.
+func (s *partStats) updateRate(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.rateAt.IsZero() {
+		if dt := now.Sub(s.rateAt).Seconds(); dt > 0 {
+			s.ps.BytesPerSec = float64(s.ps.BytesCopied-s.rateBytes) / dt
+			s.ps.BatchesPerSec = float64(s.ps.BatchesCopied-s.rateBatch) / dt
+		}
+	}
+	s.rateAt, s.rateBytes, s.rateBatch = now, s.ps.BytesCopied, s.ps.BatchesCopied
+}
