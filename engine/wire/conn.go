@@ -1,0 +1,276 @@
+// Package wire is kmirror's own Kafka broker connection. It exists for one
+// guarantee the engine depends on: requests reach the broker in exactly the
+// order they were issued, without waiting for earlier responses. kmirror pipelines up to five idempotent Produce requests of one
+// partition; if two of them were written out of order the broker would
+// answer OUT_OF_ORDER_SEQUENCE_NUMBER.
+//
+// A Conn is one TCP (optionally TLS) connection to one broker. Dial
+// negotiates API versions and authenticates; Issue writes a request and
+// returns a Pending without waiting; a single reader goroutine reads
+// responses in order and completes the Pendings.
+package wire
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+)
+
+const (
+	apiVersionsKey = 18
+
+	// defaultDialTimeout bounds Dial when Options.DialTimeout is zero.
+	defaultDialTimeout = 10 * time.Second
+
+	// maxQueued is how many requests may be in flight on one connection
+	// before Issue blocks until the oldest response has been read. A
+	// broker handles one request per connection at a time, so this only
+	// bounds memory; the engine keeps far fewer in flight.
+	maxQueued = 1024
+
+	// maxResponseBytes rejects absurd response sizes, which in practice
+	// mean the peer is not speaking Kafka (for example a TLS listener
+	// spoken to in plaintext).
+	maxResponseBytes = 256 << 20
+
+	// keepWriteBuf is the largest request buffer kept between writes.
+	keepWriteBuf = 1 << 20
+)
+
+// Options configure Dial.
+type Options struct {
+	// ClientID is sent in every request header.
+	ClientID string
+	// TLS, if non-nil, wraps the connection in TLS. An empty ServerName
+	// is filled in from addr's host.
+	TLS *tls.Config
+	// SASL, if non-nil, authenticates the connection (SaslHandshake v1
+	// and SaslAuthenticate) after version negotiation.
+	SASL sasl.Mechanism
+	// DialTimeout bounds all of Dial: connecting, the TLS handshake,
+	// ApiVersions and SASL. Zero means 10s.
+	DialTimeout time.Duration
+	// Dialer, if set, opens the raw connection instead of a net.Dialer.
+	// TLS, if configured, is layered on top of what it returns.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// versionRange is what the broker advertised for one request key.
+type versionRange struct{ min, max int16 }
+
+// Conn is an order-preserving connection to one Kafka broker.
+//
+// Issue may be called from several goroutines; requests are written in the
+// order the calls acquire the connection's write lock, so a caller that
+// needs a particular order (one partition's Produce requests) must issue
+// them from one goroutine, one after another.
+type Conn struct {
+	addr      string
+	nc        net.Conn
+	formatter *kmsg.RequestFormatter
+
+	// versions is filled by Dial before the Conn is returned and only
+	// read afterwards.
+	versions map[int16]versionRange
+
+	// writeMu makes "assign correlation id, queue for the reader, write
+	// the bytes" one step, so the reader's queue order is the wire order.
+	writeMu sync.Mutex
+	corrID  int32
+	wbuf    []byte
+
+	// queue hands issued requests to the reader goroutine, oldest first.
+	queue chan *Pending
+
+	// dead is closed by fail, after err is set; err is read only after
+	// dead is observed closed.
+	dead     chan struct{}
+	failOnce sync.Once
+	err      error
+
+	wg sync.WaitGroup // the reader goroutine
+}
+
+// Dial connects to the broker at addr ("host:port"), negotiates API versions
+// and authenticates with SASL if configured. ctx bounds only the setup (as
+// with net.Dialer.DialContext); the connection then lives until Close or
+// until it fails.
+func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
+	timeout := opts.DialTimeout
+	if timeout <= 0 {
+		timeout = defaultDialTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	nc, err := dialNet(ctx, addr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	c := &Conn{
+		addr:      addr,
+		nc:        nc,
+		formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID(opts.ClientID)),
+		versions:  make(map[int16]versionRange),
+		queue:     make(chan *Pending, maxQueued),
+		dead:      make(chan struct{}),
+	}
+	c.wg.Go(c.readLoop)
+
+	if err := c.negotiateVersions(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("api versions with %s: %w", addr, err)
+	}
+	if opts.SASL != nil {
+		if err := c.authenticate(ctx, opts.SASL); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func dialNet(ctx context.Context, addr string, opts Options) (net.Conn, error) {
+	dial := opts.Dialer
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if opts.TLS == nil {
+		return nc, nil
+	}
+	cfg := opts.TLS.Clone()
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls server name: %w", err)
+		}
+		cfg.ServerName = host
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("tls handshake: %w", err)
+	}
+	return tc, nil
+}
+
+// Addr is the address the connection was dialled with.
+func (c *Conn) Addr() string { return c.addr }
+
+// MaxVersion returns the highest version of request key the broker
+// advertised in ApiVersions, and false if it did not advertise the key. The
+// version Issue uses is the lower of this and kmsg's own maximum.
+func (c *Conn) MaxVersion(key int16) (int16, bool) {
+	v, ok := c.versions[key]
+	return v.max, ok
+}
+
+// Issue sets req's version to the highest one both kmsg and the broker
+// support, writes it, and returns without waiting for the response. Requests
+// are written in the order Issue calls are made (see Conn). Issue blocks only
+// while writing, or while 1024 requests are already in flight.
+//
+// Issue mutates req (its version); req must not be used concurrently and
+// must not be changed until its response has arrived.
+func (c *Conn) Issue(req kmsg.Request) (*Pending, error) {
+	name := kmsg.NameForKey(req.Key())
+	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
+		return nil, fmt.Errorf("issue %s to %s: %w", name, c.addr, ErrAcksZero)
+	}
+	v, err := c.pickVersion(req)
+	if err != nil {
+		return nil, fmt.Errorf("issue %s to %s: %w", name, c.addr, err)
+	}
+	req.SetVersion(v)
+	return c.issue(req)
+}
+
+// Request issues req and waits for its response.
+func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	p, err := c.Issue(req)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
+func (c *Conn) pickVersion(req kmsg.Request) (int16, error) {
+	br, ok := c.versions[req.Key()]
+	if !ok {
+		return 0, fmt.Errorf("%w: broker does not advertise key %d", ErrUnsupportedVersion, req.Key())
+	}
+	v := min(req.MaxVersion(), br.max)
+	if v < br.min || v < 0 {
+		return 0, fmt.Errorf("%w: broker supports v%d-v%d, kmirror up to v%d", ErrUnsupportedVersion, br.min, br.max, req.MaxVersion())
+	}
+	return v, nil
+}
+
+// issue writes req at the version already set on it.
+func (c *Conn) issue(req kmsg.Request) (*Pending, error) {
+	p := newPending(req)
+
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	select {
+	case <-c.dead:
+		return nil, c.err
+	default:
+	}
+
+	p.corrID = c.corrID
+	c.wbuf = c.formatter.AppendRequest(c.wbuf[:0], req, p.corrID)
+	// Queue before writing: the response can only come after the bytes
+	// are out, and the reader must already know what to expect.
+	select {
+	case c.queue <- p:
+	case <-c.dead:
+		return nil, c.err
+	}
+	c.corrID++
+	if c.corrID < 0 {
+		c.corrID = 0
+	}
+	_, err := c.nc.Write(c.wbuf)
+	if cap(c.wbuf) > keepWriteBuf {
+		c.wbuf = nil
+	}
+	if err != nil {
+		// p is queued; the reader fails it together with the rest.
+		c.fail(fmt.Errorf("write %s v%d: %w", kmsg.NameForKey(p.key), p.version, err))
+		<-c.dead
+		return nil, c.err
+	}
+	return p, nil
+}
+
+// fail records the connection's terminal error (the first one wins) and
+// closes the socket, which wakes a blocked reader or writer.
+func (c *Conn) fail(cause error) {
+	c.failOnce.Do(func() {
+		c.err = &connError{addr: c.addr, cause: cause}
+		close(c.dead)
+		c.nc.Close()
+	})
+}
+
+// Close closes the connection, fails every pending request with an error
+// matching ErrConnClosed, and waits for the reader goroutine to exit. It is
+// safe to call more than once and concurrently with Issue and Wait.
+func (c *Conn) Close() error {
+	c.fail(errClosedByCaller)
+	c.wg.Wait()
+	return nil
+}
