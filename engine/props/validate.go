@@ -1,0 +1,381 @@
+package props
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Keys of a mirror configuration: source client settings and mirror.* settings.
+const (
+	KeyBootstrapServers       = "bootstrap.servers"
+	KeySecurityProtocol       = "security.protocol"
+	KeySASLMechanism          = "sasl.mechanism"
+	KeySASLJAASConfig         = "sasl.jaas.config"
+	KeySASLUsername           = "sasl.username"
+	KeySASLPassword           = "sasl.password"
+	KeyNumFetchers            = "mirror.num.fetchers"
+	KeyGapPolicy              = "mirror.gap.policy"
+	KeyMetadataRefresh        = "mirror.metadata.refresh.interval.ms"
+	KeyRetryInitialBackoff    = "mirror.failed.retry.initial.backoff.ms"
+	KeyRetryMaxBackoff        = "mirror.failed.retry.max.backoff.ms"
+	KeyRetryMaxAttempts       = "mirror.failed.retry.max.attempts"
+	KeyTopicsExclude          = "mirror.topics.exclude"
+	KeyTopicPropertiesExclude = "mirror.topic.properties.exclude"
+	KeyACLInclude             = "mirror.acl.include"
+	KeyGroupsInclude          = "mirror.groups.include"
+	KeyGroupsExclude          = "mirror.groups.exclude"
+	KeyThrottledRate          = "mirror.replication.throttled.rate"
+	KeyUncleanLeaderElection  = "mirror.unclean.leader.election.enable"
+	KeyMaxInflight            = "mirror.max.inflight"
+)
+
+// ErrInvalid matches every *SettingError.
+var ErrInvalid = errors.New("invalid mirror configuration")
+
+// SettingError is one invalid setting; Line is 0 when the setting is missing
+// or did not come from a file.
+type SettingError struct {
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *SettingError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %s: %s", e.Line, e.Key, e.Msg)
+	}
+	return e.Key + ": " + e.Msg
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *SettingError) Is(target error) bool { return target == ErrInvalid }
+
+type check func(v string) error
+
+// known maps every setting kmirror reads to its check (nil: free text).
+var known = map[string]check{
+	KeyBootstrapServers:                     hostPorts,
+	KeySecurityProtocol:                     oneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+	KeySASLMechanism:                        oneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+	KeySASLJAASConfig:                       nil,
+	KeySASLUsername:                         nil,
+	KeySASLPassword:                         nil,
+	"ssl.truststore.location":               nil,
+	"ssl.truststore.password":               nil,
+	"ssl.keystore.location":                 nil,
+	"ssl.keystore.password":                 nil,
+	"ssl.key.password":                      nil,
+	"ssl.endpoint.identification.algorithm": oneOf("https", ""),
+	"client.id":                             nil,
+	KeyNumFetchers:                          intIn(1, 1<<31-1),
+	KeyGapPolicy:                            oneOf("fail", "fill"),
+	KeyMetadataRefresh:                      intIn(1, 1<<63-1),
+	KeyRetryInitialBackoff:                  intIn(1, 1<<63-1),
+	KeyRetryMaxBackoff:                      intIn(1, 1<<63-1),
+	KeyRetryMaxAttempts:                     intIn(1, 1<<31-1),
+	KeyTopicsExclude:                        patterns,
+	KeyTopicPropertiesExclude:               nil,
+	KeyACLInclude:                           patterns,
+	KeyGroupsInclude:                        patterns,
+	KeyGroupsExclude:                        patterns,
+	KeyThrottledRate:                        intIn(1, 1<<63-1),
+	KeyUncleanLeaderElection:                oneOf("true", "false"),
+	KeyMaxInflight:                          intIn(1, 5),
+}
+
+// KnownKeys returns every setting kmirror reads, sorted.
+func KnownKeys() []string {
+	keys := make([]string, 0, len(known))
+	for k := range known {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// ValidateMirrorConfig checks a mirror configuration (source client settings
+// plus mirror.* settings). Every invalid setting is reported, each on its own
+// line of the joined error, so the operator fixes the file in one go.
+// Unknown settings are warnings, with the closest known key when one is
+// within three edits: a typo must not be silently ignored, but a Kafka client
+// setting kmirror does not use must not stop a mirror either.
+func ValidateMirrorConfig(p Properties) (warnings []string, err error) {
+	var errs []error
+	bad := func(e Entry, format string, args ...any) {
+		errs = append(errs, &SettingError{Line: e.Line, Key: e.Key, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, e := range p.Entries {
+		c, ok := known[e.Key]
+		if !ok {
+			warnings = append(warnings, at(e.Line)+unknownSetting(e.Key))
+			continue
+		}
+		if c != nil {
+			if err := c(strings.TrimSpace(e.Value)); err != nil {
+				bad(e, "%v", err)
+			}
+		}
+	}
+	entry := func(k string) (Entry, bool) {
+		for _, e := range p.Entries {
+			if e.Key == k {
+				return e, true
+			}
+		}
+		return Entry{Key: k}, false
+	}
+	if e, ok := entry(KeyBootstrapServers); !ok {
+		bad(e, "required: the source cluster's brokers as host:port[,host:port...]")
+	}
+	initial, iok := entry(KeyRetryInitialBackoff)
+	maxb, mok := entry(KeyRetryMaxBackoff)
+	if iok && mok {
+		i, err1 := strconv.ParseInt(strings.TrimSpace(initial.Value), 10, 64)
+		m, err2 := strconv.ParseInt(strings.TrimSpace(maxb.Value), 10, 64)
+		if err1 == nil && err2 == nil && i > m {
+			bad(initial, "%d is above %s (%d)", i, KeyRetryMaxBackoff, m)
+		}
+	}
+	proto, _ := entry(KeySecurityProtocol)
+	sasl := strings.HasPrefix(strings.TrimSpace(proto.Value), "SASL_")
+	if mech, ok := entry(KeySASLMechanism); ok && !sasl {
+		warnings = append(warnings, at(mech.Line)+fmt.Sprintf("%s is ignored unless %s is SASL_PLAINTEXT or SASL_SSL", KeySASLMechanism, KeySecurityProtocol))
+	}
+	if sasl {
+		_, jaas := entry(KeySASLJAASConfig)
+		_, user := entry(KeySASLUsername)
+		_, pass := entry(KeySASLPassword)
+		if !jaas && (!user || !pass) {
+			bad(proto, "%s needs %s, or %s and %s", proto.Value, KeySASLJAASConfig, KeySASLUsername, KeySASLPassword)
+		}
+	}
+	return warnings, errors.Join(errs...)
+}
+
+func at(line int) string {
+	if line > 0 {
+		return fmt.Sprintf("line %d: ", line)
+	}
+	return ""
+}
+
+func unknownSetting(key string) string {
+	best, dist := "", 4
+	for _, k := range KnownKeys() {
+		if d := levenshtein(key, k); d < dist {
+			best, dist = k, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("unknown setting %q (did you mean %q?)", key, best)
+	}
+	return fmt.Sprintf("unknown setting %q (ignored)", key)
+}
+
+// levenshtein is the edit distance between a and b, by bytes (keys are ASCII).
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func oneOf(allowed ...string) check {
+	return func(v string) error {
+		if slices.Contains(allowed, v) {
+			return nil
+		}
+		shown := make([]string, len(allowed))
+		for i, a := range allowed {
+			shown[i] = a
+			if a == "" {
+				shown[i] = `"" (empty)`
+			}
+		}
+		return fmt.Errorf("%q is not one of %s", v, strings.Join(shown, ", "))
+	}
+}
+
+func intIn(lo, hi int64) check {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			if hi == 1<<63-1 || hi == 1<<31-1 {
+				return fmt.Errorf("%q is not a positive integer", v)
+			}
+			return fmt.Errorf("%q is not an integer from %d to %d", v, lo, hi)
+		}
+		return nil
+	}
+}
+
+func hostPorts(v string) error {
+	if v == "" {
+		return errors.New("empty")
+	}
+	for _, hp := range strings.Split(v, ",") {
+		hp = strings.TrimSpace(hp)
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil || host == "" {
+			return fmt.Errorf("%q is not host:port", hp)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q has no valid port", hp)
+		}
+	}
+	return nil
+}
+
+func patterns(v string) error {
+	for _, p := range SplitList(v) {
+		if _, err := regexp.Compile(p); err != nil {
+			return fmt.Errorf("pattern %q: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// SplitList splits a comma-separated list of patterns or names, trimming
+// spaces and dropping empty items. A comma inside (), [] or {} belongs to the
+// pattern, so "a{1,3}" stays whole.
+func SplitList(v string) []string {
+	var out []string
+	depth, start := 0, 0
+	flush := func(end int) {
+		if s := strings.TrimSpace(v[start:end]); s != "" {
+			out = append(out, s)
+		}
+	}
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			i++ // an escaped character never opens, closes or splits
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			if depth > 0 {
+				depth--
+			}
+		case ',':
+			if depth == 0 {
+				flush(i)
+				start = i + 1
+			}
+		}
+	}
+	flush(len(v))
+	return out
+}
+
+// MirrorSettings is the typed view of the mirror.* settings, defaults applied.
+type MirrorSettings struct {
+	NumFetchers            int           // fetchers per source broker
+	GapPolicy              string        // "fail" or "fill"
+	MetadataRefresh        time.Duration // topic discovery and config/ACL/group sync period
+	RetryInitialBackoff    time.Duration
+	RetryMaxBackoff        time.Duration
+	RetryMaxAttempts       int
+	TopicsExclude          []string // RE2 patterns
+	TopicPropertiesExclude []string // topic configs never synced
+	ACLInclude             []string // RE2 patterns of resource names; none: no ACL sync
+	GroupsInclude          []string
+	GroupsExclude          []string
+	ThrottledRate          int64 // bytes per second; 0: unthrottled
+	UncleanLeaderElection  bool  // recover automatically from source unclean elections
+	MaxInflight            int   // appends in flight per partition; 1 disables pipelining
+}
+
+// DefaultMirrorSettings returns the settings of a mirror that sets nothing.
+func DefaultMirrorSettings() MirrorSettings {
+	return MirrorSettings{
+		NumFetchers:         1,
+		GapPolicy:           "fail",
+		MetadataRefresh:     30 * time.Second,
+		RetryInitialBackoff: 100 * time.Millisecond,
+		RetryMaxBackoff:     300 * time.Second,
+		RetryMaxAttempts:    20,
+		TopicsExclude:       []string{"__.*"},
+		TopicPropertiesExclude: []string{
+			"follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+			"message.timestamp.type", "message.timestamp.difference.max.ms",
+			"message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+			"min.insync.replicas", "unclean.leader.election.enable",
+		},
+		GroupsInclude: []string{".*"},
+		GroupsExclude: []string{"console-consumer-.*", "__.*"},
+		MaxInflight:   5,
+	}
+}
+
+// ParseMirrorSettings validates p and returns its mirror.* settings on top of
+// the defaults. Settings absent from p keep their defaults; a list setting
+// that is present replaces the default list.
+func ParseMirrorSettings(p Properties) (MirrorSettings, error) {
+	if _, err := ValidateMirrorConfig(p); err != nil {
+		return MirrorSettings{}, err
+	}
+	s := DefaultMirrorSettings()
+	for _, e := range p.Entries {
+		v := strings.TrimSpace(e.Value)
+		n, _ := strconv.ParseInt(v, 10, 64) // validated above for numeric keys
+		switch e.Key {
+		case KeyNumFetchers:
+			s.NumFetchers = int(n)
+		case KeyGapPolicy:
+			s.GapPolicy = v
+		case KeyMetadataRefresh:
+			s.MetadataRefresh = millis(n)
+		case KeyRetryInitialBackoff:
+			s.RetryInitialBackoff = millis(n)
+		case KeyRetryMaxBackoff:
+			s.RetryMaxBackoff = millis(n)
+		case KeyRetryMaxAttempts:
+			s.RetryMaxAttempts = int(n)
+		case KeyTopicsExclude:
+			s.TopicsExclude = SplitList(v)
+		case KeyTopicPropertiesExclude:
+			s.TopicPropertiesExclude = SplitList(v)
+		case KeyACLInclude:
+			s.ACLInclude = SplitList(v)
+		case KeyGroupsInclude:
+			s.GroupsInclude = SplitList(v)
+		case KeyGroupsExclude:
+			s.GroupsExclude = SplitList(v)
+		case KeyThrottledRate:
+			s.ThrottledRate = n
+		case KeyUncleanLeaderElection:
+			s.UncleanLeaderElection = v == "true"
+		case KeyMaxInflight:
+			s.MaxInflight = int(n)
+		}
+	}
+	return s, nil
+}
+
+// millis converts milliseconds to a Duration, saturating instead of
+// overflowing for absurd values.
+func millis(n int64) time.Duration {
+	if n > int64(1<<63-1)/int64(time.Millisecond) {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Duration(n) * time.Millisecond
+}

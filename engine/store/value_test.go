@@ -1,0 +1,260 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+var when = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func sampleMirror() MirrorDef {
+	return MirrorDef{
+		Name:            "a-to-b",
+		SourceBootstrap: []string{"a1.example.com:9093", "a2.example.com:9093"},
+		SourceClusterID: "MkU3OEVBNTcwNTJENDM2Qg",
+		SourceConfig: map[string]string{
+			"security.protocol": "SASL_SSL",
+			"sasl.mechanism":    "SCRAM-SHA-512",
+			"sasl.username":     "kmirror",
+			"sasl.password":     "${env:KMIRROR_SOURCE_PASSWORD}",
+		},
+		Config:    map[string]string{"mirror.gap.policy": "fail", "mirror.num.fetchers": "2"},
+		CreatedAt: when,
+	}
+}
+
+func sampleTopic() TopicDesired {
+	return TopicDesired{
+		Mirror: "a-to-b", Topic: "orders.eu_v2", Desired: partition.DesiredPause,
+		Pattern: "orders\\..*", Exclude: "__.*",
+		SourceTopicID: "b5d1c3a0-6f0e-4f4c-9a37-2f1a6c0b9d11", DestTopicID: "0f6a1d3c2b7e4e0a8c1d9e2f3a4b5c6d",
+		UpdatedAt: when.Add(time.Minute), RebuildRequested: true,
+	}
+}
+
+func samplePartition() PartitionRecord {
+	r := NewPartitionRecord("a-to-b", "orders.eu_v2", 7)
+	r.SetStatus(partition.Status{
+		State: partition.Failed, StateEpoch: 42, Desired: partition.DesiredStart,
+		PrevState: partition.Mirroring, Attempt: 3, Error: "append at 1200: destination log end 1203",
+		Cause: partition.CauseOffsetMismatch, Retryable: true, NextRetry: when.Add(800 * time.Millisecond),
+	})
+	r.LastOffset, r.LastEpoch = 1199, 5
+	r.Lineage = []EpochStart{{0, 0}, {3, 410}, {5, 1100}}
+	r.WriterID, r.WriterEpoch = 9001, 4
+	r.Owner = "kmirror-7f9c"
+	r.UpdatedAt = when.Add(2 * time.Minute)
+	return r
+}
+
+type golden struct {
+	file   string
+	want   any
+	encode func() ([]byte, error)
+	decode func([]byte) (any, error)
+}
+
+func goldens() []golden {
+	return []golden{
+		{"v1/mirror.json", sampleMirror(),
+			func() ([]byte, error) { return EncodeMirror(sampleMirror()) },
+			func(b []byte) (any, error) { return DecodeMirror(b) }},
+		{"v1/topic.json", sampleTopic(),
+			func() ([]byte, error) { return EncodeTopic(sampleTopic()) },
+			func(b []byte) (any, error) { return DecodeTopic(b) }},
+		{"v1/partition.json", samplePartition(),
+			func() ([]byte, error) { return EncodePartition(samplePartition()) },
+			func(b []byte) (any, error) { return DecodePartition(b) }},
+	}
+}
+
+// TestGoldenV1 keeps version 1 readable forever: the committed fixtures must
+// decode to the expected values, and today's encoder must still write them.
+func TestGoldenV1(t *testing.T) {
+	for _, g := range goldens() {
+		path := filepath.Join("testdata", g.file)
+		enc, err := g.encode()
+		if err != nil {
+			t.Fatalf("%s: encode: %v", g.file, err)
+		}
+		if *update {
+			var pretty bytes.Buffer
+			if err := json.Indent(&pretty, enc, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			pretty.WriteByte('\n')
+			if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fixture, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test -update to create it)", err)
+		}
+		got, err := g.decode(fixture)
+		if err != nil {
+			t.Fatalf("%s: decode: %v", g.file, err)
+		}
+		if !reflect.DeepEqual(got, g.want) {
+			t.Errorf("%s decodes to\n%+v\nwant\n%+v", g.file, got, g.want)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, fixture); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(compact.Bytes(), enc) {
+			t.Errorf("%s: encoder output changed:\n got %s\nwant %s", g.file, enc, compact.Bytes())
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, g := range goldens() {
+		enc, err := g.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := g.decode(enc)
+		if err != nil || !reflect.DeepEqual(got, g.want) {
+			t.Errorf("%s: round trip gave %+v, %v", g.file, got, err)
+		}
+	}
+	// Empty collections and zero times come back as nil and zero.
+	d := MirrorDef{Name: "m", SourceBootstrap: []string{}, Config: map[string]string{}}
+	b, err := EncodeMirror(d)
+	if err != nil || string(b) != `{"v":1,"name":"m"}` {
+		t.Fatalf("minimal mirror encodes as %s, %v", b, err)
+	}
+}
+
+func TestDecodeDefaultsAndNormalisation(t *testing.T) {
+	r, err := DecodePartition([]byte(`{"v":1,"mirror":"m","topic":"t","partition":0,"future":{"x":1},
+		"nextRetry":"2025-03-01T13:00:00+01:00","lineage":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LastOffset != -1 || r.LastEpoch != -1 || r.WriterID != -1 || r.WriterEpoch != -1 || r.State != partition.Unknown {
+		t.Errorf("missing fields did not default to none: %+v", r)
+	}
+	if !r.NextRetry.Equal(when) || r.NextRetry.Location() != time.UTC || r.Lineage != nil {
+		t.Errorf("not normalised: next %v lineage %#v", r.NextRetry, r.Lineage)
+	}
+}
+
+func TestLineageKeepsNewest(t *testing.T) {
+	r := NewPartitionRecord("m", "t", 0)
+	for e := range int32(20) {
+		r.Lineage = append(r.Lineage, EpochStart{Epoch: e, Start: int64(e) * 100})
+	}
+	b, err := EncodePartition(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodePartition(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Lineage) != MaxLineage || got.Lineage[0].Epoch != 4 || got.Lineage[MaxLineage-1].Epoch != 19 {
+		t.Fatalf("lineage = %v", got.Lineage)
+	}
+}
+
+func TestStatusConversion(t *testing.T) {
+	r := samplePartition()
+	cfg := partition.Config{MaxAttempts: 5}
+	s := r.Status(cfg)
+	if s.State != partition.Failed || s.StateEpoch != 42 || s.Attempt != 3 || s.Config != cfg || !s.Retryable {
+		t.Fatalf("Status() = %+v", s)
+	}
+	var back PartitionRecord
+	back.SetStatus(s)
+	if back.Status(cfg) != s {
+		t.Fatal("SetStatus does not round-trip")
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		name, in  string
+		isVersion bool // want *VersionError rather than ErrMalformed
+		want      string
+	}{
+		{"not json", `{"v":1,`, false, "unexpected end"},
+		{"no version", `{"name":"m"}`, false, `no version field "v"`},
+		{"null", `null`, false, `no version field "v"`},
+		{"array", `[1]`, false, "cannot unmarshal"},
+		{"float version", `{"v":1.5}`, false, "cannot unmarshal"},
+		{"future version", `{"v":2,"mirror":"m"}`, true, "version 2 is not supported"},
+		{"old version", `{"v":0}`, true, "version 0 is not supported"},
+		{"bad name", `{"v":1,"mirror":"m/x","topic":"t"}`, false, "contains '/'"},
+		{"bad state", `{"v":1,"mirror":"m","topic":"t","state":"RUNNING"}`, false, "unknown partition state"},
+		{"negative partition", `{"v":1,"mirror":"m","topic":"t","partition":-2}`, false, "negative partition"},
+		{"writer epoch overflow", `{"v":1,"mirror":"m","topic":"t","writerEpoch":40000}`, false, "cannot unmarshal"},
+		{"far-off year", `{"v":1,"mirror":"m","topic":"t","updatedAt":"0000-01-01T00:00:00+01:00"}`, false, "year -1"},
+	}
+	for _, tt := range tests {
+		_, err := DecodePartition([]byte(tt.in))
+		var ve *VersionError
+		switch {
+		case tt.isVersion:
+			if !errors.As(err, &ve) || errors.Is(err, ErrMalformed) {
+				t.Errorf("%s: err %v, want *VersionError", tt.name, err)
+			}
+		case !errors.Is(err, ErrMalformed):
+			t.Errorf("%s: err %v, want ErrMalformed", tt.name, err)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err %v, want it to mention %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := DecodeTopic([]byte(`{"v":1,"mirror":"m","topic":"t"}`)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("topic without desired state: %v", err)
+	}
+	if _, err := DecodeTopic([]byte(`{"v":1,"mirror":"m","topic":"t","desired":"run"}`)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("topic with unknown desired state: %v", err)
+	}
+	if _, err := EncodeMirror(MirrorDef{Name: "a/b"}); err == nil {
+		t.Error("EncodeMirror accepted a name with '/'")
+	}
+}
+
+func TestDecodeRecord(t *testing.T) {
+	val, _ := EncodePartition(samplePartition())
+	k, v, err := Decode(PartitionKey("a-to-b", "orders.eu_v2", 7).Bytes(), val)
+	if err != nil || k.Kind != KindPartition || !reflect.DeepEqual(v, samplePartition()) {
+		t.Fatalf("Decode = %+v, %+v, %v", k, v, err)
+	}
+	if _, _, err := Decode(PartitionKey("a-to-b", "orders.eu_v2", 8).Bytes(), val); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("value under the wrong key: %v", err)
+	}
+	k, v, err = Decode([]byte("mirror/a-to-b"), nil)
+	if err != nil || v != nil || k != MirrorKey("a-to-b") {
+		t.Fatalf("tombstone: %+v %v %v", k, v, err)
+	}
+	mval, _ := EncodeMirror(sampleMirror())
+	if _, v, err := Decode([]byte("mirror/a-to-b"), mval); err != nil || !reflect.DeepEqual(v, sampleMirror()) {
+		t.Fatalf("mirror record: %v %v", v, err)
+	}
+	tval, _ := EncodeTopic(sampleTopic())
+	if _, v, err := Decode([]byte("topic/a-to-b/orders.eu_v2"), tval); err != nil || !reflect.DeepEqual(v, sampleTopic()) {
+		t.Fatalf("topic record: %v %v", v, err)
+	}
+	if _, _, err := Decode([]byte("lme/a/b/0"), val); !errors.Is(err, ErrBadKey) {
+		t.Fatalf("bad key: %v", err)
+	}
+	if _, _, err := Decode([]byte("mirror/a-to-b"), []byte{}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("empty non-nil value: %v", err)
+	}
+}
