@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,11 +46,19 @@ func (e *env) startEngine() {
 
 func (e *env) startMirror(topics ...string) {
 	e.t.Helper()
-	err := e.eng.StartMirror(context.Background(), engine.MirrorConfig{
+	e.startMirrorWith(nil, topics...)
+}
+
+func (e *env) startMirrorWith(edit func(*engine.MirrorConfig), topics ...string) {
+	e.t.Helper()
+	cfg := engine.MirrorConfig{
 		Name: "a-to-b", SourceBootstrap: e.src.Addrs(), Topics: topics,
 		RetryInitial: 20 * time.Millisecond, RetryMax: time.Second, CheckInterval: 200 * time.Millisecond,
-	})
-	if err != nil {
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	if err := e.eng.StartMirror(context.Background(), cfg); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -78,7 +87,7 @@ func (e *env) waitCaughtUp(topics ...string) {
 				return false, err.Error()
 			}
 			if !slices.Equal(srcEnds, dstEnds) {
-				return false, fmt.Sprintf("%s: source ends %v, destination ends %v", t, srcEnds, dstEnds)
+				return false, fmt.Sprintf("%s: source ends %v, destination ends %v; %s", t, srcEnds, dstEnds, e.describe())
 			}
 		}
 		for _, p := range e.partitions() {
@@ -166,4 +175,13 @@ func TestMirrorEveryCodecWhileProducing(t *testing.T) {
 				p.Topic, p.Partition, p.Lag, p.BatchesCopied, p.SourceHWM, p.DestLogEnd, p.LastOffset)
 		}
 	}
+}
+
+// describe summarises the partitions' states for failure messages.
+func (e *env) describe() string {
+	var b strings.Builder
+	for _, p := range e.partitions() {
+		fmt.Fprintf(&b, "[%s/%d %s %q] ", p.Topic, p.Partition, p.State, p.Error)
+	}
+	return b.String()
 }

@@ -128,16 +128,71 @@ func (r *runner) align(ctx context.Context) error {
 	case dstEnd > srcEnd:
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: srcEnd, Actual: dstEnd, Cause: ErrDiverged}
 	case dstEnd < srcStart:
+		// The source log start may lie inside a batch: fill up to that
+		// batch's base, copy it whole, then move the log start.
+		base, err := r.batchBaseAt(ctx, srcStart)
+		if err != nil {
+			return err
+		}
+		if base < dstEnd {
+			return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: base, Actual: dstEnd, Cause: ErrDiverged}
+		}
 		if dstEnd > dstStart {
 			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
 				fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
 		}
-		r.fillTo = srcStart
+		r.fillTo, r.deleteTo = base, srcStart
 	default:
-		r.fillTo = 0
+		r.fillTo, r.deleteTo = 0, 0
 	}
 	r.pos = dstEnd
 	r.dropFetch()
+	return nil
+}
+
+// batchBaseAt returns the base offset of the source batch holding offset,
+// or offset itself when the source has no record there yet.
+func (r *runner) batchBaseAt(ctx context.Context, offset int64) (int64, error) {
+	r.dropFetch()
+	r.postWant(ctx, offset)
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case res := <-r.reply:
+			if res.gen != r.gen {
+				continue
+			}
+			r.dropFetch()
+			if res.err != nil {
+				return 0, res.err
+			}
+			base := offset
+			_, err := batch.Split(res.records, func(h batch.Header, _ []byte) error {
+				base = min(base, h.BaseOffset)
+				return errStopSplit
+			})
+			if err != nil && !errors.Is(err, errStopSplit) {
+				return 0, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %v", ErrBadSourceBatch, offset, err)}
+			}
+			return base, nil
+		}
+	}
+}
+
+var errStopSplit = errors.New("stop")
+
+// maybeDelete moves the destination log start to the source's once the
+// destination holds that offset.
+func (r *runner) maybeDelete(ctx context.Context) error {
+	if r.deleteTo <= 0 || r.pos < r.deleteTo {
+		return nil
+	}
+	if err := r.m.e.deleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
+		return err
+	}
+	r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
+	r.deleteTo = 0
 	return nil
 }
 
@@ -181,8 +236,9 @@ func writerID(mirror, topic string, p int32) string {
 const fillerRecords = 50_000
 
 // fill appends batches of empty records until the destination log end is
-// to, then deletes them, so the first mirrored batch lands at the source's
-// own offset. Fillers are counted and shown, never silent.
+// to, so the first mirrored batch lands at the source's own offset; the
+// fillers are then deleted (maybeDelete). They are counted and shown, never
+// silent.
 func (r *runner) fill(ctx context.Context, to int64) error {
 	recs := make([]batch.Record, min(to-r.pos, fillerRecords))
 	for r.pos < to {
@@ -197,11 +253,7 @@ func (r *runner) fill(ctx context.Context, to int64) error {
 		r.pos += n
 		r.stats.appended(r.pos-n, r.pos, -1, int64(len(b)), 0, true)
 	}
-	if err := r.m.e.deleteRecords(ctx, r.topic, r.partition, to); err != nil {
-		return err
-	}
 	r.fillTo = 0
-	r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("destination aligned to source log start %d", to))
 	return nil
 }
 

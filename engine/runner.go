@@ -29,6 +29,7 @@ type runner struct {
 
 	pos       int64 // destination log end == next source offset to append
 	fillTo    int64 // alignment decided to fill up to here before mirroring
+	deleteTo  int64 // then move the destination log start here (the source's)
 	lastEpoch int32 // source leader epoch of the last fetched batch
 	writer    batch.Writer
 
@@ -222,6 +223,11 @@ func (r *runner) dropFetch() {
 	r.outstanding = false
 }
 
+// fetchPos is where the next fetch starts: the destination position, or the
+// source log start while the batch holding it is still to be copied (a fetch
+// below the log start is out of range even inside that batch).
+func (r *runner) fetchPos() int64 { return max(r.pos, r.deleteTo) }
+
 // postWant asks the partition's fetcher for records from offset.
 func (r *runner) postWant(ctx context.Context, offset int64) {
 	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
@@ -244,8 +250,11 @@ func (r *runner) mirror(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := r.maybeDelete(ctx); err != nil {
+		return err
+	}
 	if !r.outstanding {
-		r.postWant(ctx, r.pos)
+		r.postWant(ctx, r.fetchPos())
 	}
 	for {
 		select {
@@ -332,7 +341,7 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 		if rt, rerr := r.m.sourceRoute(ctx, r.topic, r.partition, at); rerr == nil {
 			r.src = rt
 		}
-		r.postWant(ctx, r.pos)
+		r.postWant(ctx, r.fetchPos())
 		return nil
 	}
 	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: err}
@@ -364,5 +373,5 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte) erro
 	}
 	r.pos = h.NextOffset()
 	r.stats.appended(h.BaseOffset, r.pos, h.LeaderEpoch, int64(len(b)), h.MaxTimestamp, false)
-	return nil
+	return r.maybeDelete(ctx)
 }

@@ -1,0 +1,276 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// TestSourceLogStartAboveZero starts a mirror on a source whose log start
+// retention moved: inside a batch, on a batch boundary, and to the end of
+// the log. The destination's log start and every offset match the source's.
+func TestSourceLogStartAboveZero(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "trimmed", 3, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "trimmed", 3, 100, "old") // batches 0..99
+	enginetest.Produce(t, cl, "trimmed", 3, 200, "mid") // batches from 100
+	starts := []int64{120, 100, 300}
+	for p, off := range starts {
+		if err := e.src.DeleteRecords("trimmed", int32(p), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.startMirror("trimmed")
+	e.waitCaughtUp("trimmed")
+
+	ctx := context.Background()
+	for p, want := range starts {
+		start, _, err := enginetest.Offsets(ctx, e.dst.Admin(t), "trimmed", int32(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if start != want {
+			t.Fatalf("trimmed/%d: destination log start %d, source %d", p, start, want)
+		}
+	}
+	enginetest.Produce(t, cl, "trimmed", 3, 50, "new")
+	e.waitCaughtUp("trimmed")
+	e.assertIdentical("trimmed")
+	for _, p := range e.partitions() {
+		if p.FillerBatches == 0 {
+			t.Errorf("%s/%d: no filler batch counted", p.Topic, p.Partition)
+		}
+	}
+}
+
+// produceInBackground keeps writing to topic until stop is closed.
+func produceInBackground(t *testing.T, cl *kgo.Client, topic string, partitions int32, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			enginetest.Produce(t, cl, topic, partitions, 50, fmt.Sprintf("bg-%d", round))
+		}
+	})
+	return &wg
+}
+
+func otherNode(leader int32) int32 { return (leader + 1) % 3 }
+
+func TestLeaderMovesMidStream(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "moving", 3, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("lz4", true)...)
+	enginetest.Produce(t, cl, "moving", 3, 100, "first")
+	e.startMirror("moving")
+	stop := make(chan struct{})
+	wg := produceInBackground(t, cl, "moving", 3, stop)
+
+	e.waitMirroredAtLeast("moving", 3, 200)
+	for p := range int32(3) {
+		if err := e.src.MoveTopicPartition("moving", p, otherNode(e.src.LeaderFor("moving", p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitMirroredAtLeast("moving", 3, 400)
+	for p := range int32(3) {
+		if err := e.dst.MoveTopicPartition("moving", p, otherNode(e.dst.LeaderFor("moving", p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitMirroredAtLeast("moving", 3, 600)
+	close(stop)
+	wg.Wait()
+	e.waitCaughtUp("moving")
+	e.assertIdentical("moving")
+	for _, p := range e.partitions() {
+		if p.SourceEpoch < 1 {
+			t.Errorf("%s/%d: source epoch %d after a leader move", p.Topic, p.Partition, p.SourceEpoch)
+		}
+	}
+}
+
+// waitMirroredAtLeast waits until every partition's destination end reaches n.
+func (e *env) waitMirroredAtLeast(topic string, partitions int, n int64) {
+	e.t.Helper()
+	enginetest.Wait(e.t, 60*time.Second, func() (bool, string) {
+		ends, err := enginetest.Ends(context.Background(), e.dstCl, topic)
+		if err != nil || len(ends) < partitions {
+			return false, fmt.Sprintf("ends %v: %v", ends, err)
+		}
+		for p, end := range ends {
+			if end < n {
+				return false, fmt.Sprintf("%s/%d at %d, want %d", topic, p, end, n)
+			}
+		}
+		return true, ""
+	})
+}
+
+func TestDestinationProduceFaults(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "faulty", 3, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("snappy", true)...)
+	enginetest.Produce(t, cl, "faulty", 3, 100, "first")
+	e.startMirror("faulty")
+	e.waitCaughtUp("faulty")
+
+	for _, fault := range []*kerr.Error{kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend} {
+		h := e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "faulty", Err: fault, Count: 4})
+		enginetest.Produce(t, cl, "faulty", 3, 100, fault.Message)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := h.Wait(ctx, 4); err != nil {
+			t.Fatalf("%s fault never hit: %v", fault.Message, err)
+		}
+		cancel()
+		e.waitCaughtUp("faulty")
+	}
+	e.assertIdentical("faulty")
+}
+
+func TestRestartMidStreamResumesWithoutDuplicates(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "restart", 3, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("gzip", true)...)
+	enginetest.Produce(t, cl, "restart", 3, 100, "first")
+	e.startMirror("restart")
+	stop := make(chan struct{})
+	wg := produceInBackground(t, cl, "restart", 3, stop)
+	e.waitMirroredAtLeast("restart", 3, 150)
+
+	e.eng.Close() // mid-stream: appends may be in flight
+	e.startEngine()
+	e.startMirror("restart")
+	e.waitMirroredAtLeast("restart", 3, 400)
+	close(stop)
+	wg.Wait()
+	e.waitCaughtUp("restart")
+	e.assertIdentical("restart")
+}
+
+// TestForeignWriteFailsPartition writes straight to a destination partition.
+// An idle partition notices on the destination log-end check; a busy one on
+// the offset its next append is given. Either way the partition stops with
+// both offsets in the error and nothing more is appended.
+func TestForeignWriteFailsPartition(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		checkInterval time.Duration
+		endAfter      int64 // destination end of partition 1 once FAILED
+	}{
+		{"idle partition, log-end check", 100 * time.Millisecond, 51},
+		{"busy partition, append offset check", time.Hour, 61},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.src.CreateTopic(t, "guarded", 2, nil)
+			cl := e.src.Client(t, enginetest.ProducerOpts("none", true)...)
+			enginetest.Produce(t, cl, "guarded", 2, 50, "first")
+			e.startMirrorWith(func(c *engine.MirrorConfig) { c.CheckInterval = tc.checkInterval }, "guarded")
+			e.waitCaughtUp("guarded")
+
+			foreign := e.dst.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err := foreign.ProduceSync(context.Background(), &kgo.Record{Topic: "guarded", Partition: 1, Value: []byte("intruder")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.checkInterval == time.Hour {
+				enginetest.Produce(t, cl, "guarded", 2, 10, "second")
+			}
+			failed := e.waitState("guarded", 1, partition.Failed)
+			want := "expected offset 50, destination has 51"
+			if !strings.Contains(failed.Error, "foreign write") || !strings.Contains(failed.Error, want) || failed.Retryable {
+				t.Fatalf("error %q (retryable %v), want a non-retryable foreign write naming %q", failed.Error, failed.Retryable, want)
+			}
+
+			// The other partition keeps mirroring; partition 1 gets nothing more.
+			enginetest.Produce(t, cl, "guarded", 2, 10, "third")
+			enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+				src, _ := enginetest.Ends(context.Background(), e.srcCl, "guarded")
+				dst, err := enginetest.Ends(context.Background(), e.dstCl, "guarded")
+				return err == nil && len(src) == 2 && dst[0] == src[0], fmt.Sprintf("destination ends %v (%v), source ends %v", dst, err, src)
+			})
+			e.waitState("guarded", 0, partition.Mirroring)
+			_, end, err := enginetest.Offsets(context.Background(), e.dst.Admin(t), "guarded", 1)
+			if err != nil || end != tc.endAfter {
+				t.Fatalf("destination end of partition 1 = %d (%v), want %d", end, err, tc.endAfter)
+			}
+		})
+	}
+}
+
+// waitState waits until a partition of the running mirror is in state.
+func (e *env) waitState(topic string, p int32, state partition.State) engine.PartitionSnapshot {
+	e.t.Helper()
+	var got engine.PartitionSnapshot
+	enginetest.Wait(e.t, 30*time.Second, func() (bool, string) {
+		for _, ps := range e.partitions() {
+			if ps.Topic == topic && ps.Partition == p {
+				got = ps
+				return ps.State == state, fmt.Sprintf("%s/%d is %s (%s), want %s", topic, p, ps.State, ps.Error, state)
+			}
+		}
+		return false, fmt.Sprintf("%s/%d not in snapshot", topic, p)
+	})
+	return got
+}
+
+func TestCorruptSourceBatchIsNeverAppended(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "corrupt", 1, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "corrupt", 1, 20, "good")
+
+	// The source answers the first fetch at offset 20 with a batch whose
+	// payload was damaged after its CRC was computed.
+	// Handling the request drops the control, so it answers exactly once.
+	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fr := req.(*kmsg.FetchRequest)
+		if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].FetchOffset != 20 {
+			return nil, nil, false
+		}
+		b, err := batch.Build(kgo.ZstdCompression(), time.Now().UnixMilli(), batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]batch.Record{{Value: []byte("a")}, {Value: []byte("b")}})
+		if err != nil {
+			return nil, err, true
+		}
+		b[len(b)-1] ^= 0xff
+		b[7] = 20 // base offset 20
+		resp := fr.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = fr.Topics[0].Topic, fr.Topics[0].TopicID
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = 22, 22, 0
+		rp.RecordBatches = b
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	e.startMirror("corrupt")
+
+	failed := e.waitState("corrupt", 0, partition.Failed)
+	if !strings.Contains(failed.Error, "CRC mismatch at offset 20") {
+		t.Fatalf("error %q does not report the CRC mismatch at offset 20", failed.Error)
+	}
+	_, end, err := enginetest.Offsets(context.Background(), e.dst.Admin(t), "corrupt", 0)
+	if err != nil || end != 20 {
+		t.Fatalf("destination end %d (%v), want 20: the corrupt batch must not be appended", end, err)
+	}
+}
