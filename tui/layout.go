@@ -1,0 +1,92 @@
+package tui
+
+import (
+	"fmt"
+
+	"github.com/kmirror/kmirror/views"
+)
+
+// Minimum terminal size: the partitions table needs 80 columns for its
+// failover columns, and 24 lines leave 16 table rows under the header.
+const (
+	MinWidth  = 80
+	MinHeight = 24
+)
+
+// Overlay is what is drawn over the screen.
+type Overlay int8
+
+const (
+	OverlayNone Overlay = iota
+	OverlayHelp
+	OverlayConfirm
+)
+
+// String names the overlay.
+func (o Overlay) String() string {
+	switch o {
+	case OverlayNone:
+		return "none"
+	case OverlayHelp:
+		return "help"
+	case OverlayConfirm:
+		return "confirm"
+	}
+	return "unknown"
+}
+
+// Rect is a cell rectangle.
+type Rect struct{ X, Y, W, H int }
+
+// LayoutState is everything besides the terminal size that changes the
+// layout.
+type LayoutState struct {
+	// HeaderH is the header's height (views.MinHeaderHeight when zero); it
+	// grows by a line when the state counts do not fit on one.
+	HeaderH int
+	Overlay Overlay
+	// OverlayW and OverlayH are the size the overlay's content asks for,
+	// border included; the layout shrinks it to fit.
+	OverlayW, OverlayH int
+}
+
+// Layout places every section. It is a pure function of its inputs so it
+// can be tested without a terminal.
+type Layout struct {
+	TooSmall bool
+	Message  string // the too-small message
+	Header   Rect
+	Tabs     Rect
+	Body     Rect
+	Status   Rect
+	Overlay  Rect // zero when there is no overlay
+}
+
+// ComputeLayout lays out a width×height terminal.
+func ComputeLayout(width, height int, st LayoutState) Layout {
+	if width < MinWidth || height < MinHeight {
+		return Layout{
+			TooSmall: true,
+			Message:  fmt.Sprintf("terminal too small (need %d×%d, have %d×%d)", MinWidth, MinHeight, width, height),
+		}
+	}
+	hh := st.HeaderH
+	if hh <= 0 {
+		hh = views.MinHeaderHeight
+	}
+	l := Layout{
+		Header: Rect{0, 0, width, hh},
+		Tabs:   Rect{0, hh, width, 1},
+		Body:   Rect{0, hh + 1, width, height - hh - 2},
+		Status: Rect{0, height - 1, width, 1},
+	}
+	if st.Overlay != OverlayNone {
+		// The overlay may cover everything but the status line, which keeps
+		// showing what the console is doing; two columns stay visible at each
+		// side so it reads as a box over the screen.
+		w := min(max(st.OverlayW, 20), width-4)
+		h := min(max(st.OverlayH, 5), height-1)
+		l.Overlay = Rect{(width - w) / 2, (height - 1 - h) / 2, w, h}
+	}
+	return l
+}

@@ -1,0 +1,243 @@
+package tui
+
+import (
+	"context"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/keymap"
+	"github.com/kmirror/kmirror/themes"
+	"github.com/kmirror/kmirror/views"
+)
+
+// Screen is one of the console's main views.
+type Screen int8
+
+const (
+	ScreenMirrors Screen = iota
+	ScreenPartitions
+	ScreenDetail
+	ScreenEvents
+	ScreenGroups
+)
+
+// tabOrder is the order tab cycles through. Detail is not a tab: it is
+// reached with enter and left with esc, and tab from it moves on as if from
+// the partitions table it belongs to.
+var tabOrder = []Screen{ScreenMirrors, ScreenPartitions, ScreenEvents, ScreenGroups}
+
+// String names the screen as the tab bar and the ":" commands spell it.
+func (s Screen) String() string {
+	switch s {
+	case ScreenMirrors:
+		return "mirrors"
+	case ScreenPartitions:
+		return "partitions"
+	case ScreenDetail:
+		return "detail"
+	case ScreenEvents:
+		return "events"
+	case ScreenGroups:
+		return "groups"
+	}
+	return "unknown"
+}
+
+func (s Screen) scope() keymap.Scope {
+	switch s {
+	case ScreenMirrors:
+		return keymap.ScopeMirrors
+	case ScreenPartitions:
+		return keymap.ScopePartitions
+	case ScreenDetail:
+		return keymap.ScopeDetail
+	case ScreenEvents:
+		return keymap.ScopeEvents
+	case ScreenGroups:
+		return keymap.ScopeGroups
+	}
+	return keymap.ScopePartitions
+}
+
+// Model is the root model. It owns the sizes, the theme, the snapshot and
+// the overlays, and routes each message to the part that handles it; the
+// screens themselves are views.Components.
+type Model struct {
+	ctrl   Controller
+	opts   Options
+	ctx    context.Context // ends the bridge goroutines when the console quits
+	cancel context.CancelFunc
+
+	km      keymap.KeyMap
+	theme   themes.Name
+	profile colorprofile.Profile
+	skin    *views.Skin
+
+	width, height int
+	body          Rect // the body size last handed to the screens
+	tick          time.Duration
+	ticking       bool // the poll loop is running
+	snap          engine.Snapshot
+	haveSnap      bool
+	eventsClosed  bool
+
+	header     *views.Header
+	mirrors    *views.Mirrors
+	partitions *views.Partitions
+	detail     *views.Detail
+	events     *views.Events
+	groups     *views.Groups
+
+	screen  Screen
+	help    bool
+	dialog  *confirmDialog
+	cmdOpen bool
+	cmdline views.Prompt
+	status  status
+}
+
+// status is the bottom line's message.
+type status struct {
+	text string
+	err  bool
+}
+
+// NewModel returns the console model for c. Tests drive it with teatest or
+// by calling Update directly; Run is the production entry point.
+func NewModel(c Controller, opts Options) tea.Model {
+	return newModel(context.Background(), c, opts)
+}
+
+func newModel(ctx context.Context, c Controller, opts Options) *Model {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(ctx)
+	theme, err := themes.ParseName(opts.Theme)
+	m := &Model{
+		ctrl:    c,
+		opts:    opts,
+		ctx:     ctx,
+		cancel:  cancel,
+		km:      keymap.New(opts.ReadOnly),
+		theme:   theme,
+		profile: colorprofile.TrueColor,
+		tick:    opts.Tick,
+		screen:  ScreenPartitions,
+	}
+	if err != nil {
+		m.status = status{text: err.Error() + "; using dark", err: true}
+	}
+	m.skin = views.NewSkin(m.palette())
+	m.header = views.NewHeader(m.skin)
+	m.mirrors = views.NewMirrors(m.skin, m.km)
+	m.partitions = views.NewPartitions(m.skin, m.km)
+	m.detail = views.NewDetail(m.skin, m.km)
+	m.events = views.NewEvents(m.skin, m.km)
+	m.groups = views.NewGroups(m.skin, m.km)
+	return m
+}
+
+func (m *Model) palette() themes.Palette {
+	if m.opts.NoColor {
+		return themes.NoColor()
+	}
+	return themes.NewPalette(m.theme, m.profile)
+}
+
+// setProfile rebuilds the styles for the terminal's colour profile. Views
+// share the Skin pointer, so replacing its contents restyles all of them.
+func (m *Model) setProfile(p colorprofile.Profile) {
+	m.profile = p
+	*m.skin = *views.NewSkin(m.palette())
+}
+
+// Init starts the snapshot poll and the event wait.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(m.pollNow(), m.waitEvents())
+}
+
+// Update routes msg; every case is one call into the file that owns it.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.resize(msg.Width, msg.Height)
+	case tea.ColorProfileMsg:
+		m.setProfile(msg.Profile)
+	case snapshotMsg:
+		return m, m.onSnapshot(msg)
+	case eventsMsg:
+		return m, m.onEvents(msg)
+	case controlDoneMsg:
+		return m, m.onControlDone(msg)
+	case views.ActionMsg:
+		return m, m.onAction(msg)
+	case views.OpenDetailMsg:
+		m.detail.Show(views.PartKey(msg))
+		m.screen = ScreenDetail
+	case views.ShowMirrorMsg:
+		m.partitions.SetMirror(msg.Mirror)
+		m.screen = ScreenPartitions
+	case views.BackMsg:
+		m.screen = ScreenPartitions
+	case tea.KeyPressMsg:
+		return m, m.onKey(msg)
+	}
+	return m, nil
+}
+
+// active returns the component of the current screen.
+func (m *Model) active() views.Component {
+	switch m.screen {
+	case ScreenMirrors:
+		return m.mirrors
+	case ScreenPartitions:
+		return m.partitions
+	case ScreenDetail:
+		return m.detail
+	case ScreenEvents:
+		return m.events
+	case ScreenGroups:
+		return m.groups
+	}
+	return m.partitions
+}
+
+func (m *Model) components() []views.Component {
+	return []views.Component{m.mirrors, m.partitions, m.detail, m.events, m.groups}
+}
+
+// resize records the terminal size and lays the screens out again.
+func (m *Model) resize(w, h int) {
+	m.width, m.height = w, h
+	m.header.SetSize(w)
+	m.relayout()
+}
+
+// layoutState is the layout input without an overlay.
+func (m *Model) layoutState() LayoutState { return LayoutState{HeaderH: m.header.Height()} }
+
+// relayout hands the body size down to every screen, so switching screens
+// never shows a stale size. It runs on resize and on every snapshot,
+// because the header's height depends on the snapshot.
+func (m *Model) relayout() {
+	lay := ComputeLayout(m.width, m.height, m.layoutState())
+	if lay.TooSmall {
+		return
+	}
+	if lay.Body == m.body {
+		return
+	}
+	m.body = lay.Body
+	for _, c := range m.components() {
+		c.SetSize(lay.Body.W, lay.Body.H)
+	}
+}
+
+func (m *Model) setStatus(text string, isErr bool) { m.status = status{text: text, err: isErr} }
+
+func (m *Model) quit() tea.Cmd {
+	m.cancel()
+	return tea.Quit
+}

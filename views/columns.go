@@ -1,0 +1,114 @@
+package views
+
+// colID names a partitions-table column.
+type colID int8
+
+const (
+	colMirror colID = iota
+	colTopic
+	colPartition
+	colState
+	colSrcOffset
+	colDstOffset
+	colLag
+	colLagTime
+	colEpoch
+	colLME
+	colRate
+)
+
+// String returns the column title.
+func (c colID) String() string {
+	switch c {
+	case colMirror:
+		return "MIRROR"
+	case colTopic:
+		return "TOPIC"
+	case colPartition:
+		return "P"
+	case colState:
+		return "STATE"
+	case colSrcOffset:
+		return "SRC-OFFSET"
+	case colDstOffset:
+		return "DST-OFFSET"
+	case colLag:
+		return "LAG"
+	case colLagTime:
+		return "LAG-TIME"
+	case colEpoch:
+		return "EPOCH"
+	case colLME:
+		return "LME"
+	case colRate:
+		return "RATE"
+	}
+	return "?"
+}
+
+type column struct {
+	id    colID
+	width int
+	right bool
+}
+
+const (
+	gutterWidth   = 2 // cursor mark and row mark
+	minTopicWidth = 14
+	maxMirrorCol  = 12
+)
+
+// partitionColumns decides which columns fit in width. The columns an
+// operator needs to judge a failover (topic, partition, state, both offsets,
+// lag, lag time) always show; rate, LME and epoch join as the terminal gets
+// wider, in that order, while the topic keeps at least minTopicWidth cells.
+// The topic column takes whatever is left.
+// mirrorW is the MIRROR column width (0 for none): the longest mirror name,
+// capped.
+func partitionColumns(width, mirrorW int) []column {
+	fixed := []column{
+		{colPartition, 3, true},
+		{colState, 13, false},
+		{colSrcOffset, 10, true},
+		{colDstOffset, 10, true},
+		{colLag, 7, true},
+		{colLagTime, 8, true},
+	}
+	optional := []column{{colRate, 10, true}, {colLME, 14, true}, {colEpoch, 5, true}}
+
+	used := gutterWidth
+	for _, c := range fixed {
+		used += 1 + c.width
+	}
+	if mirrorW > 0 {
+		// Long mirror names give way before the failover columns do.
+		mirrorW = max(min(mirrorW, width-used-minTopicWidth-1), len("MIRROR"))
+		used += mirrorW + 1
+	}
+	chosen := map[colID]column{}
+	for _, c := range fixed {
+		chosen[c.id] = c
+	}
+	for _, c := range optional {
+		if width-(used+1+c.width) < minTopicWidth {
+			break
+		}
+		used += 1 + c.width
+		chosen[c.id] = c
+	}
+	topic := width - used
+	if topic < minTopicWidth {
+		topic = minTopicWidth
+	}
+	chosen[colTopic] = column{colTopic, topic, false}
+	if mirrorW > 0 {
+		chosen[colMirror] = column{colMirror, mirrorW, false}
+	}
+	var out []column
+	for id := colMirror; id <= colRate; id++ {
+		if c, ok := chosen[id]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}

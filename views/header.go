@@ -1,0 +1,183 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/kmirror/kmirror/engine"
+)
+
+// MinHeaderHeight is the header's height with one line of state counts; a
+// narrow terminal with many different states needs one more.
+const MinHeaderHeight = 4
+
+// Header is the always-visible summary: which mirrors, from which cluster to
+// which, how many partitions in each state, and how far behind the
+// destination is.
+type Header struct {
+	skin  *Skin
+	width int
+	snap  engine.Snapshot
+	sum   Summary
+	have  bool
+}
+
+// NewHeader returns an empty header; it says it is waiting until the first
+// snapshot arrives.
+func NewHeader(skin *Skin) *Header { return &Header{skin: skin} }
+
+// SetSize sets the width; the height follows from the content (Height).
+func (h *Header) SetSize(width int) { h.width = width }
+
+// SetSnapshot replaces the data shown.
+func (h *Header) SetSnapshot(snap engine.Snapshot, sum Summary) {
+	h.snap, h.sum, h.have = snap, sum, true
+}
+
+// Height is the number of lines View returns at the current width.
+func (h *Header) Height() int { return len(h.lines()) }
+
+// View renders Height lines of the header's width.
+func (h *Header) View() string {
+	lines := h.lines()
+	return block(strings.Join(lines, "\n"), h.width, len(lines))
+}
+
+func (h *Header) lines() []string {
+	s := h.skin
+	title := s.Title.Render("kmirror")
+	if !h.have {
+		return []string{title + "  " + s.Subtle.Render("waiting for the first engine snapshot…"), "", "", ""}
+	}
+	out := []string{h.spread(title+"  "+h.mirrorNames(), h.instance()), h.clusters()}
+	out = append(out, h.counts()...)
+	return append(out, h.rates())
+}
+
+// spread puts left and right on one line, right-aligned when both fit.
+func (h *Header) spread(left, right string) string {
+	gap := h.width - ansi.StringWidth(left) - ansi.StringWidth(right)
+	if right == "" || gap < 2 {
+		return left
+	}
+	return left + strings.Repeat(" ", gap) + right
+}
+
+func (h *Header) mirrorNames() string {
+	ms := h.snap.Mirrors
+	switch len(ms) {
+	case 0:
+		return h.skin.Subtle.Render("no mirrors")
+	case 1:
+		return h.skin.Label.Render("mirror ") + h.skin.Text.Bold(true).Render(ms[0].Name)
+	}
+	names := make([]string, len(ms))
+	for i := range ms {
+		names[i] = ms[i].Name
+	}
+	return h.skin.Label.Render("mirrors ") + h.skin.Text.Bold(true).Render(strings.Join(names, ", "))
+}
+
+func (h *Header) instance() string {
+	s := h.skin
+	out := s.Label.Render("snapshot ") + s.Text.Render(clock(h.snap.Taken)+" UTC")
+	if h.snap.Instance != "" {
+		out = s.Label.Render("instance ") + s.Text.Render(h.snap.Instance) + "  " + out
+	}
+	return out
+}
+
+// cluster names a cluster by id, and by its first bootstrap server when the
+// terminal is wide enough to afford it.
+func (h *Header) cluster(c engine.ClusterInfo) string {
+	id := c.ID
+	if id == "" {
+		id = "?"
+	}
+	if h.width >= 120 && len(c.Bootstrap) > 0 {
+		return id + " (" + c.Bootstrap[0] + ")"
+	}
+	return id
+}
+
+// clusters names the source cluster(s) and the destination. The destination
+// is never cut: if the line is too long the source list is shortened.
+func (h *Header) clusters() string {
+	s := h.skin
+	var srcs []string
+	seen := map[string]bool{}
+	for i := range h.snap.Mirrors {
+		m := &h.snap.Mirrors[i]
+		name := h.cluster(m.Source)
+		if !seen[name] {
+			seen[name] = true
+			srcs = append(srcs, name)
+		}
+	}
+	src := strings.Join(srcs, ", ")
+	if src == "" {
+		src = "-"
+	}
+	dst := s.Subtle.Render(" → ") + s.Label.Render("destination ") + s.Destination.Render(h.cluster(h.snap.Destination))
+	room := h.width - ansi.StringWidth(dst) - len("source ")
+	return s.Label.Render("source ") + s.Source.Render(ansi.Truncate(src, max(room, 1), "…")) + dst
+}
+
+// counts renders the state counts on one line, or two when they do not fit.
+func (h *Header) counts() []string {
+	s := h.skin
+	if h.sum.Partitions == 0 {
+		return []string{s.Subtle.Render("no partitions yet")}
+	}
+	items := stateItems(s, h.sum.Counts)
+	total := s.Subtle.Render("(" + groupDigits(int64(h.sum.Partitions)) + " partitions)")
+	lines := []string{""}
+	for _, it := range append(items, total) {
+		cur := &lines[len(lines)-1]
+		switch {
+		case *cur == "":
+			*cur = it
+		case ansi.StringWidth(*cur)+2+ansi.StringWidth(it) <= h.width:
+			*cur += "  " + it
+		case len(lines) < 2:
+			lines = append(lines, it)
+		default:
+			*cur += "  " + it // cut by block; ten states never need a third line at 80 columns
+		}
+	}
+	return lines
+}
+
+// rates shows lag, the RPO estimate and throughput, dropping the
+// decorations (where the worst lag is, the word "throughput") before it
+// would cut a number.
+func (h *Header) rates() string {
+	s := h.skin
+	lagStyle := s.Text
+	if h.sum.TotalLag > 0 {
+		lagStyle = s.Warn
+	}
+	rpoStyle := s.Text
+	if h.sum.WorstLagTime > 0 {
+		rpoStyle = s.Warn
+	}
+	lag := s.Label.Render("lag ") + lagStyle.Render(groupDigits(h.sum.TotalLag)+" records")
+	rpo := s.Label.Render("RPO≈ ") + rpoStyle.Render(duration(h.sum.WorstLagTime))
+	where := ""
+	if h.sum.WorstLagTime > 0 {
+		where = s.Subtle.Render(" (" + h.sum.WorstAt + ")")
+	}
+	tp := s.Text.Render(fmt.Sprintf("%.2f MB/s  %.0f batches/s", h.sum.BytesPerSec/1e6, h.sum.BatchesPerSec))
+	for _, line := range []string{
+		lag + "  " + rpo + where + "  " + s.Label.Render("throughput ") + tp,
+		lag + "  " + rpo + "  " + s.Label.Render("throughput ") + tp,
+		lag + "  " + rpo + "  " + tp,
+	} {
+		if ansi.StringWidth(line) <= h.width {
+			return line
+		}
+	}
+	return lag + "  " + rpo + "  " + tp
+}

@@ -1,0 +1,403 @@
+package views
+
+import (
+	"cmp"
+	"regexp"
+	"slices"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/keymap"
+)
+
+// SortKey is the partitions table order.
+type SortKey int8
+
+const (
+	SortTopic SortKey = iota
+	SortLag
+	SortState
+)
+
+// String names the sort order as the info line shows it.
+func (k SortKey) String() string {
+	switch k {
+	case SortTopic:
+		return "topic"
+	case SortLag:
+		return "lag"
+	case SortState:
+		return "state"
+	}
+	return "topic"
+}
+
+func (k SortKey) next() SortKey {
+	switch k {
+	case SortTopic:
+		return SortLag
+	case SortLag:
+		return SortState
+	case SortState:
+		return SortTopic
+	}
+	return SortTopic
+}
+
+// PartKey identifies one mirrored partition across snapshots.
+type PartKey struct {
+	Mirror    string
+	Topic     string
+	Partition int32
+}
+
+func keyOf(p *engine.PartitionSnapshot) PartKey {
+	return PartKey{p.Mirror, p.Topic, p.Partition}
+}
+
+// Partitions is the main table. It keeps the filtered, sorted row index per
+// snapshot and renders only the rows that fit, so ten thousand partitions
+// cost the same per frame as twenty.
+type Partitions struct {
+	skin          *Skin
+	km            keymap.KeyMap
+	width, height int
+	cols          []column
+
+	snap    engine.Snapshot
+	mirrorW int                         // MIRROR column width; 0 with one mirror
+	rows    []*engine.PartitionSnapshot // filtered and sorted; points into snap
+	scoped  int                         // partitions in the mirror scope, before the filter
+
+	cursor, offset int
+	sel            PartKey
+	hasSel         bool
+	marks          map[PartKey]struct{}
+	sortKey        SortKey
+	mirror         string // show only this mirror ("" = all)
+
+	filterText string
+	filter     *regexp.Regexp
+	filterErr  string
+	matches    map[string]bool // topic → filter match, reset with the filter
+	editing    bool
+	prompt     Prompt
+	before     string // filter text when editing started, restored by esc
+}
+
+// NewPartitions returns an empty table.
+func NewPartitions(skin *Skin, km keymap.KeyMap) *Partitions {
+	return &Partitions{skin: skin, km: km, marks: map[PartKey]struct{}{}}
+}
+
+// SetSize implements Component.
+func (v *Partitions) SetSize(width, height int) {
+	v.width, v.height = width, height
+	v.cols = partitionColumns(width, v.mirrorW)
+	v.clampScroll()
+}
+
+// SetSnapshot replaces the data and rebuilds the row index, keeping the
+// cursor on the same partition.
+func (v *Partitions) SetSnapshot(snap engine.Snapshot) {
+	v.snap = snap
+	if w := mirrorColumnWidth(&snap); w != v.mirrorW {
+		v.mirrorW = w
+		v.cols = partitionColumns(v.width, v.mirrorW)
+	}
+	v.rebuild()
+}
+
+// mirrorColumnWidth is 0 for a single mirror (the header names it), else
+// the longest mirror name up to maxMirrorCol.
+func mirrorColumnWidth(snap *engine.Snapshot) int {
+	if len(snap.Mirrors) < 2 {
+		return 0
+	}
+	w := len("MIRROR")
+	for i := range snap.Mirrors {
+		w = max(w, len(snap.Mirrors[i].Name))
+	}
+	return min(w, maxMirrorCol)
+}
+
+// SetMirror limits the table to one mirror ("" shows all).
+func (v *Partitions) SetMirror(name string) {
+	v.mirror = name
+	v.rebuild()
+}
+
+// Mirror returns the mirror scope.
+func (v *Partitions) Mirror() string { return v.mirror }
+
+// Help implements Component.
+func (v *Partitions) Help() []keymap.Entry { return v.km.ForScope(keymap.ScopePartitions) }
+
+// Capturing implements Component: while the filter prompt is open every key
+// is text.
+func (v *Partitions) Capturing() bool { return v.editing }
+
+// Selected returns the partition under the cursor.
+func (v *Partitions) Selected() (PartKey, bool) {
+	if v.cursor < len(v.rows) {
+		return keyOf(v.rows[v.cursor]), true
+	}
+	return PartKey{}, false
+}
+
+func (v *Partitions) visibleRows() int { return max(v.height-2, 0) }
+
+func (v *Partitions) topicMatches(topic string) bool {
+	if v.filter == nil {
+		return true
+	}
+	m, ok := v.matches[topic]
+	if !ok {
+		m = v.filter.MatchString(topic)
+		v.matches[topic] = m
+	}
+	return m
+}
+
+func (v *Partitions) rebuild() {
+	v.rows = v.rows[:0]
+	v.scoped = 0
+	present := make(map[PartKey]struct{}, len(v.marks))
+	for i := range v.snap.Mirrors {
+		m := &v.snap.Mirrors[i]
+		if v.mirror != "" && m.Name != v.mirror {
+			continue
+		}
+		v.scoped += len(m.Partitions)
+		for j := range m.Partitions {
+			p := &m.Partitions[j]
+			if len(v.marks) > 0 {
+				if _, ok := v.marks[keyOf(p)]; ok {
+					present[keyOf(p)] = struct{}{}
+				}
+			}
+			if v.topicMatches(p.Topic) {
+				v.rows = append(v.rows, p)
+			}
+		}
+	}
+	// Marks of partitions that disappeared (or left the mirror scope) would
+	// make an action name topics the operator can no longer see.
+	if len(present) != len(v.marks) {
+		v.marks = make(map[PartKey]struct{}, len(present))
+		for k := range present {
+			v.marks[k] = struct{}{}
+		}
+	}
+	v.sortRows()
+	v.restoreCursor()
+}
+
+func byTopic(a, b *engine.PartitionSnapshot) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Mirror, b.Mirror))
+}
+
+func (v *Partitions) sortRows() {
+	switch v.sortKey {
+	case SortTopic:
+		slices.SortStableFunc(v.rows, byTopic)
+	case SortLag:
+		slices.SortStableFunc(v.rows, func(a, b *engine.PartitionSnapshot) int {
+			return cmp.Or(cmp.Compare(b.Lag, a.Lag), cmp.Compare(b.LagTime, a.LagTime), byTopic(a, b))
+		})
+	case SortState:
+		slices.SortStableFunc(v.rows, func(a, b *engine.PartitionSnapshot) int {
+			return cmp.Or(cmp.Compare(stateRank(a.State), stateRank(b.State)), byTopic(a, b))
+		})
+	}
+}
+
+func (v *Partitions) restoreCursor() {
+	if v.hasSel {
+		for i, p := range v.rows {
+			if keyOf(p) == v.sel {
+				v.cursor = i
+				v.clampScroll()
+				return
+			}
+		}
+	}
+	v.moveTo(v.cursor)
+}
+
+func (v *Partitions) moveTo(i int) {
+	v.cursor = max(min(i, len(v.rows)-1), 0)
+	if v.cursor < len(v.rows) {
+		v.sel, v.hasSel = keyOf(v.rows[v.cursor]), true
+	}
+	v.clampScroll()
+}
+
+func (v *Partitions) clampScroll() {
+	n := v.visibleRows()
+	if n == 0 {
+		v.offset = 0
+		return
+	}
+	if v.cursor < v.offset {
+		v.offset = v.cursor
+	}
+	if v.cursor >= v.offset+n {
+		v.offset = v.cursor - n + 1
+	}
+	v.offset = max(min(v.offset, len(v.rows)-n), 0)
+}
+
+// setFilter applies text as the topic filter. An invalid expression is
+// reported and the previous filter stays in force: a typo mid-drill must not
+// blank the table.
+func (v *Partitions) setFilter(text string) {
+	if text == "" {
+		v.filterText, v.filter, v.filterErr = "", nil, ""
+		v.matches = nil
+		v.rebuild()
+		return
+	}
+	re, err := regexp.Compile(text)
+	if err != nil {
+		v.filterErr = "invalid regular expression: " + strings.TrimPrefix(err.Error(), "error parsing regexp: ")
+		return
+	}
+	v.filterText, v.filter, v.filterErr = text, re, ""
+	v.matches = map[string]bool{}
+	v.rebuild()
+}
+
+// Update implements Component.
+func (v *Partitions) Update(msg tea.Msg) tea.Cmd {
+	k, ok := msg.(tea.KeyPressMsg)
+	if !ok {
+		return nil
+	}
+	if v.editing {
+		v.updatePrompt(k)
+		return nil
+	}
+	switch a := v.km.Match(k, keymap.ScopePartitions); a {
+	case keymap.Up:
+		v.moveTo(v.cursor - 1)
+	case keymap.Down:
+		v.moveTo(v.cursor + 1)
+	case keymap.PageUp:
+		v.moveTo(v.cursor - max(v.visibleRows()-1, 1))
+	case keymap.PageDown:
+		v.moveTo(v.cursor + max(v.visibleRows()-1, 1))
+	case keymap.Top:
+		v.moveTo(0)
+	case keymap.Bottom:
+		v.moveTo(len(v.rows) - 1)
+	case keymap.Mark:
+		v.toggleMark()
+	case keymap.Filter:
+		v.editing, v.before = true, v.filterText
+		v.prompt.SetValue(v.filterText)
+	case keymap.Sort:
+		v.sortKey = v.sortKey.next()
+		v.sortRows()
+		v.restoreCursor()
+	case keymap.Detail:
+		if key, ok := v.Selected(); ok {
+			return emit(OpenDetailMsg(key))
+		}
+	case keymap.Back:
+		v.back()
+	case keymap.Pause, keymap.Resume, keymap.Recover, keymap.Rebuild, keymap.Stop:
+		if ts := v.targets(); len(ts) > 0 {
+			return emit(ActionMsg{Action: a, Targets: ts})
+		}
+	case keymap.StopMirror:
+		if name := v.currentMirror(); name != "" {
+			return emit(ActionMsg{Action: a, Targets: []Target{wholeMirror(&v.snap, name)}})
+		}
+	default:
+	}
+	return nil
+}
+
+func (v *Partitions) updatePrompt(k tea.KeyPressMsg) {
+	switch v.prompt.Update(k) {
+	case PromptEditing:
+		v.setFilter(v.prompt.Value())
+	case PromptSubmitted:
+		if v.filterErr == "" {
+			v.editing = false
+		}
+	case PromptCancelled:
+		v.editing = false
+		v.setFilter(v.before)
+	}
+}
+
+func (v *Partitions) toggleMark() {
+	key, ok := v.Selected()
+	if !ok {
+		return
+	}
+	if _, marked := v.marks[key]; marked {
+		delete(v.marks, key)
+	} else {
+		v.marks[key] = struct{}{}
+	}
+	v.moveTo(v.cursor + 1)
+}
+
+// back clears, one per press, the filter, the marks and the mirror scope.
+func (v *Partitions) back() {
+	switch {
+	case v.filterText != "":
+		v.setFilter("")
+	case len(v.marks) > 0:
+		clear(v.marks)
+	case v.mirror != "":
+		v.SetMirror("")
+	}
+}
+
+// targets are the topics of the marked rows, or of the cursor row when
+// nothing is marked.
+func (v *Partitions) targets() []Target {
+	pairs := map[string]map[string]bool{}
+	add := func(k PartKey) {
+		if pairs[k.Mirror] == nil {
+			pairs[k.Mirror] = map[string]bool{}
+		}
+		pairs[k.Mirror][k.Topic] = true
+	}
+	if len(v.marks) > 0 {
+		for k := range v.marks {
+			add(k)
+		}
+	} else if k, ok := v.Selected(); ok {
+		add(k)
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	return targetsFor(&v.snap, pairs)
+}
+
+func (v *Partitions) currentMirror() string {
+	if k, ok := v.Selected(); ok {
+		return k.Mirror
+	}
+	if v.mirror != "" {
+		return v.mirror
+	}
+	if len(v.snap.Mirrors) == 1 {
+		return v.snap.Mirrors[0].Name
+	}
+	return ""
+}
+
+// Marked returns how many rows are marked.
+func (v *Partitions) Marked() int { return len(v.marks) }
+
+// FilterText returns the active topic filter.
+func (v *Partitions) FilterText() string { return v.filterText }
