@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -61,6 +63,7 @@ type topicMeta struct {
 type clusterMeta struct {
 	clusterID string
 	brokers   []int32
+	addrs     map[int32]string // host:port by broker id
 	topics    map[string]topicMeta
 }
 
@@ -81,12 +84,13 @@ func (c *cluster) metadata(ctx context.Context, topics []string) (clusterMeta, e
 	if err != nil {
 		return clusterMeta{}, fmt.Errorf("%s metadata: %w", c.name, err)
 	}
-	m := clusterMeta{topics: make(map[string]topicMeta, len(resp.Topics))}
+	m := clusterMeta{topics: make(map[string]topicMeta, len(resp.Topics)), addrs: make(map[int32]string, len(resp.Brokers))}
 	if resp.ClusterID != nil {
 		m.clusterID = *resp.ClusterID
 	}
 	for _, b := range resp.Brokers {
 		m.brokers = append(m.brokers, b.NodeID)
+		m.addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 	}
 	for _, t := range resp.Topics {
 		if t.Topic == nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine/wire"
 )
 
 // Config configures an engine instance. The destination cluster is the one
@@ -42,6 +44,7 @@ type Engine struct {
 	mu      sync.Mutex
 	mirrors map[string]*mirror
 
+	conns  *connPool
 	events *eventQueue
 }
 
@@ -76,6 +79,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now, dst: dst, destID: meta.clusterID,
 		mirrors: make(map[string]*mirror),
 	}
+	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance}, cfg.Now)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil
@@ -90,6 +94,7 @@ func (e *Engine) Close() {
 		m.src.close()
 	}
 	e.mu.Unlock()
+	e.conns.close()
 	e.dst.close()
 }
 

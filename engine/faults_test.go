@@ -118,7 +118,7 @@ func (e *env) waitMirroredAtLeast(topic string, partitions int, n int64) {
 		}
 		for p, end := range ends {
 			if end < n {
-				return false, fmt.Sprintf("%s/%d at %d, want %d", topic, p, end, n)
+				return false, fmt.Sprintf("%s/%d at %d, want %d; %s", topic, p, end, n, e.describe())
 			}
 		}
 		return true, ""
@@ -137,11 +137,12 @@ func TestDestinationProduceFaults(t *testing.T) {
 		h := e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "faulty", Err: fault, Count: 4})
 		enginetest.Produce(t, cl, "faulty", 3, 100, fault.Message)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := h.Wait(ctx, 4); err != nil {
+		if err := h.Wait(ctx, 1); err != nil {
 			t.Fatalf("%s fault never hit: %v", fault.Message, err)
 		}
 		cancel()
 		e.waitCaughtUp("faulty")
+		h.Remove()
 	}
 	e.assertIdentical("faulty")
 }

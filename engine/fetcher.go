@@ -120,7 +120,7 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 	resp, err := f.src.cl.Broker(int(f.key.broker)).Request(ctx, req)
 	if err != nil {
 		for _, w := range pending {
-			w.reply <- fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch from source broker %d: %w", f.key.broker, err)}
+			deliver(w.reply, fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch from source broker %d: %w", f.key.broker, err)})
 		}
 		return
 	}
@@ -148,7 +148,7 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 				d := p.DivergingEpoch
 				res.divergence = &d
 			}
-			w.reply <- res
+			deliver(w.reply, res)
 		}
 	}
 	for j, w := range pending {
@@ -159,7 +159,7 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 		if err == nil {
 			err = kerr.UnknownTopicOrPartition
 		}
-		w.reply <- fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch %s/%d from source broker %d: partition missing from response: %w", w.topic, w.partition, f.key.broker, err)}
+		deliver(w.reply, fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch %s/%d from source broker %d: partition missing from response: %w", w.topic, w.partition, f.key.broker, err)})
 	}
 }
 
@@ -167,4 +167,21 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 type tp struct {
 	topic     string
 	partition int32
+}
+
+// deliver hands res to a runner without ever blocking the fetcher, which
+// serves other partitions too. A runner cares only about the answer to its
+// newest want, so an unread older answer is replaced.
+func deliver(ch chan fetchResult, res fetchResult) {
+	for {
+		select {
+		case ch <- res:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
 }

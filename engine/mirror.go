@@ -27,6 +27,7 @@ type MirrorConfig struct {
 	RetryMax            time.Duration // backoff cap, default 300s
 	RetryAttempts       int           // retries before a FAILED partition waits for recover, default 20
 	CheckInterval       time.Duration // destination log-end check and rate period, default 1s
+	MaxInFlight         int           // batches in flight per partition (mirror.max.inflight, 1..5), default 5
 }
 
 func (c *MirrorConfig) defaults() error {
@@ -49,6 +50,9 @@ func (c *MirrorConfig) defaults() error {
 	}
 	if c.PartitionFetchBytes <= 0 {
 		c.PartitionFetchBytes = 1 << 20
+	}
+	if c.MaxInFlight <= 0 || c.MaxInFlight > 5 {
+		c.MaxInFlight = 5 // the broker deduplicates at most five batches per producer
 	}
 	if c.RetryAttempts <= 0 {
 		c.RetryAttempts = 20

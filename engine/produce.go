@@ -13,57 +13,34 @@ import (
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/wire"
 )
 
 var zstdCodec = kgo.ZstdCompression()
 
-// produceAttempts bounds how often one batch is resent before the partition
-// realigns from the destination's own log end.
-const produceAttempts = 8
-
-// produce rewrites b for the partition's writer identity and appends it to
-// the destination, where it must land at base. A retry sends the same bytes
-// with the same sequence, so the broker's idempotence deduplicates a batch
-// whose first attempt was applied but not acknowledged.
-func (r *runner) produce(ctx context.Context, b []byte, base int64, count int32) error {
-	batch.Transform(b, r.writer)
-	var lastErr error
-	for attempt := range produceAttempts {
-		if attempt > 0 {
-			at := r.m.e.now()
-			if !r.wait(ctx, r.m.cfg.RetryInitial<<min(attempt, 6)) {
-				return ctx.Err()
-			}
-			if rt, err := r.m.destRoute(ctx, r.topic, r.partition, at); err == nil {
-				r.dst = rt
-			}
-		}
-		got, err := r.produceOnce(ctx, b)
-		switch {
-		case err == nil:
-			if got != base {
-				return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: base, Actual: got, Cause: ErrForeignWrite}
-			}
-			r.writer.BaseSequence = nextSequence(r.writer.BaseSequence, count)
-			return nil
-		case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
-			return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w (writer epoch %d): is another kmirror instance mirroring this partition? %v", ErrFenced, r.writer.ProducerEpoch, err)}
-		case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
-			errors.Is(err, kerr.DuplicateSequenceNumber), errors.Is(err, kerr.InvalidProducerIDMapping):
-			return fmt.Errorf("%w: append %s/%d at %d: %v", errRealign, r.topic, r.partition, base, err)
-		case retriable(err):
-			lastErr = err
-			r.stats.setError(fmt.Sprintf("append at %d: %v (retrying)", base, err), true)
-		default:
-			return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("append at %d: %w", base, err)}
-		}
-	}
-	return fmt.Errorf("%w: append %s/%d at %d failed %d times: %v", errRealign, r.topic, r.partition, base, produceAttempts, lastErr)
+// inflight is one appended batch whose Produce response is still awaited.
+type inflight struct {
+	pending *wire.Pending
+	conn    *wire.Conn
+	broker  int32
+	base    int64 // where the batch must land
+	next    int64 // the offset after it
+	epoch   int32 // source leader epoch of the batch, -1 for a filler
+	size    int64
+	maxTs   int64
 }
 
-// produceOnce sends one Produce request holding b and returns the base
-// offset the broker assigned.
-func (r *runner) produceOnce(ctx context.Context, b []byte) (int64, error) {
+// issue rewrites b for the partition's writer identity and sends it to the
+// destination leader without waiting; it must land at base. Batches of one
+// partition are issued in order on one connection, so the broker sees their
+// sequences in order.
+func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, epoch int32, maxTs int64) (inflight, error) {
+	w := r.writer
+	batch.Transform(b, w)
+	conn, err := r.m.e.conns.get(ctx, r.dst.leader)
+	if err != nil {
+		return inflight{}, fmt.Errorf("%w: %v", errRealign, err)
+	}
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30_000
@@ -75,23 +52,83 @@ func (r *runner) produceOnce(ctx context.Context, b []byte) (int64, error) {
 	rp.Records = b
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-
-	resp, err := r.m.e.dst.cl.Broker(int(r.dst.leader)).Request(ctx, req)
+	p, err := conn.Issue(req)
 	if err != nil {
-		return 0, fmt.Errorf("produce to destination broker %d: %w", r.dst.leader, err)
+		r.m.e.conns.failed(r.dst.leader, conn, err)
+		return inflight{}, fmt.Errorf("%w: produce to destination broker %d: %v", errRealign, r.dst.leader, err)
+	}
+	r.writer.BaseSequence = nextSequence(w.BaseSequence, count)
+	return inflight{pending: p, conn: conn, broker: r.dst.leader, base: base, next: base + int64(count), epoch: epoch, size: int64(len(b)), maxTs: maxTs}, nil
+}
+
+// complete waits for one issued batch and checks where it landed.
+//
+// Any failure sends the partition back to alignment, which re-reads the
+// destination log end and bumps the writer epoch: whatever subset of the
+// in-flight batches the broker applied, mirroring resumes exactly after it,
+// and a batch still travelling under the old epoch is fenced.
+func (r *runner) complete(ctx context.Context, f inflight) error {
+	resp, err := f.pending.Wait(ctx)
+	if err != nil {
+		r.m.e.conns.failed(f.broker, f.conn, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: append %s/%d at %d: %v", errRealign, r.topic, r.partition, f.base, err)
 	}
 	pr := resp.(*kmsg.ProduceResponse)
 	if len(pr.Topics) != 1 || len(pr.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("produce to destination broker %d: malformed response", r.dst.leader)
+		return fmt.Errorf("%w: append %s/%d at %d: malformed produce response", errRealign, r.topic, r.partition, f.base)
 	}
 	p := pr.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		if p.ErrorMessage != nil {
-			return 0, fmt.Errorf("%w: %s", err, *p.ErrorMessage)
+			err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
 		}
-		return 0, err
+		return r.classifyProduceErr(f.base, err)
 	}
-	return p.BaseOffset, nil
+	if p.BaseOffset != f.base {
+		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: f.base, Actual: p.BaseOffset, Cause: ErrForeignWrite}
+	}
+	r.acked = f.next
+	r.stats.appended(f.base, f.next, f.epoch, f.size, f.maxTs, f.epoch < 0)
+	return r.maybeDelete(ctx)
+}
+
+func (r *runner) classifyProduceErr(base int64, err error) error {
+	switch {
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w (writer epoch %d): is another kmirror instance mirroring this partition? %v", ErrFenced, r.writer.ProducerEpoch, err)}
+	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
+		errors.Is(err, kerr.DuplicateSequenceNumber), errors.Is(err, kerr.InvalidProducerIDMapping),
+		retriable(err):
+		return fmt.Errorf("%w: append %s/%d at %d: %v", errRealign, r.topic, r.partition, base, err)
+	}
+	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("append at %d: %w", base, err)}
+}
+
+// produceSync issues one batch and waits for it.
+func (r *runner) produceSync(ctx context.Context, b []byte, base int64, count int32) error {
+	f, err := r.issue(ctx, b, base, count, -1, 0)
+	if err != nil {
+		return err
+	}
+	return r.complete(ctx, f)
+}
+
+// drain waits for every in-flight batch; the first failure is returned
+// after all have been waited for, so nothing is left travelling unobserved.
+func (r *runner) drain(ctx context.Context) error {
+	var first error
+	for len(r.inflight) > 0 {
+		f := r.inflight[0]
+		r.inflight = r.inflight[1:]
+		if err := r.complete(ctx, f); err != nil && first == nil {
+			first = err
+		}
+	}
+	r.inflight = r.inflight[:0]
+	return first
 }
 
 func nextSequence(seq, count int32) int32 {
@@ -145,7 +182,7 @@ func (r *runner) align(ctx context.Context) error {
 	default:
 		r.fillTo, r.deleteTo = 0, 0
 	}
-	r.pos = dstEnd
+	r.pos, r.acked = dstEnd, dstEnd
 	r.dropFetch()
 	return nil
 }
@@ -185,7 +222,7 @@ var errStopSplit = errors.New("stop")
 // maybeDelete moves the destination log start to the source's once the
 // destination holds that offset.
 func (r *runner) maybeDelete(ctx context.Context) error {
-	if r.deleteTo <= 0 || r.pos < r.deleteTo {
+	if r.deleteTo <= 0 || r.acked < r.deleteTo {
 		return nil
 	}
 	if err := r.m.e.deleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
@@ -247,11 +284,10 @@ func (r *runner) fill(ctx context.Context, to int64) error {
 		if err != nil {
 			return err
 		}
-		if err := r.produce(ctx, b, r.pos, int32(n)); err != nil {
+		if err := r.produceSync(ctx, b, r.pos, int32(n)); err != nil {
 			return err
 		}
 		r.pos += n
-		r.stats.appended(r.pos-n, r.pos, -1, int64(len(b)), 0, true)
 	}
 	r.fillTo = 0
 	return nil

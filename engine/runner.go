@@ -27,11 +27,15 @@ type runner struct {
 	src   route // source leader, epoch and topic id
 	dst   route // destination leader and topic id
 
-	pos       int64 // destination log end == next source offset to append
+	pos       int64 // next offset to append: destination log end once in-flight batches land
+	acked     int64 // destination log end confirmed by the broker
 	fillTo    int64 // alignment decided to fill up to here before mirroring
 	deleteTo  int64 // then move the destination log start here (the source's)
 	lastEpoch int32 // source leader epoch of the last fetched batch
 	writer    batch.Writer
+
+	inflight    []inflight // issued batches, oldest first
+	maxInFlight int
 
 	gen         uint64 // bumps whenever outstanding fetches become stale
 	reply       chan fetchResult
@@ -45,11 +49,12 @@ type runner struct {
 func newRunner(m *mirror, topic string, p int32, stats *partStats) *runner {
 	return &runner{
 		m: m, topic: topic, partition: p, stats: stats,
-		ctl:       make(chan Command, 4),
-		reply:     make(chan fetchResult, 1),
-		maxBytes:  m.cfg.PartitionFetchBytes,
-		lastEpoch: -1,
-		state:     partition.LogAlignment,
+		ctl:         make(chan Command, 4),
+		reply:       make(chan fetchResult, 1),
+		maxBytes:    m.cfg.PartitionFetchBytes,
+		maxInFlight: m.cfg.MaxInFlight,
+		lastEpoch:   -1,
+		state:       partition.LogAlignment,
 	}
 }
 
@@ -94,6 +99,7 @@ func (r *runner) handleErr(ctx context.Context, err error) {
 	if errors.As(err, &cmdErr) {
 		return // a command changed the state; nothing failed
 	}
+	_ = r.drain(ctx) // the first error is the one to report
 	r.dropFetch()
 	if errors.Is(err, errRealign) {
 		r.attempt++
@@ -263,6 +269,15 @@ func (r *runner) mirror(ctx context.Context) error {
 		case cmd := <-r.ctl:
 			if err := r.command(cmd); err != nil {
 				r.dropFetch()
+				if derr := r.drain(ctx); derr != nil {
+					return derr
+				}
+				return err
+			}
+		case <-r.oldestDone():
+			f := r.inflight[0]
+			r.inflight = r.inflight[1:]
+			if err := r.complete(ctx, f); err != nil {
 				return err
 			}
 		case off := <-r.stats.checkEnd:
@@ -368,10 +383,27 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte) erro
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: batch at offset %d holds %d records for %d offsets (compacted); mirror.gap.policy=fill is needed", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)}
 	}
 	r.lastEpoch = h.LeaderEpoch
-	if err := r.produce(ctx, b, h.BaseOffset, h.LastOffsetDelta+1); err != nil {
+	if len(r.inflight) >= r.maxInFlight {
+		f := r.inflight[0]
+		r.inflight = r.inflight[1:]
+		if err := r.complete(ctx, f); err != nil {
+			return err
+		}
+	}
+	f, err := r.issue(ctx, b, h.BaseOffset, h.LastOffsetDelta+1, h.LeaderEpoch, h.MaxTimestamp)
+	if err != nil {
 		return err
 	}
+	r.inflight = append(r.inflight, f)
 	r.pos = h.NextOffset()
-	r.stats.appended(h.BaseOffset, r.pos, h.LeaderEpoch, int64(len(b)), h.MaxTimestamp, false)
-	return r.maybeDelete(ctx)
+	return nil
+}
+
+// oldestDone is closed when the oldest in-flight batch has its answer; nil
+// (never ready) when nothing is in flight.
+func (r *runner) oldestDone() <-chan struct{} {
+	if len(r.inflight) == 0 {
+		return nil
+	}
+	return r.inflight[0].pending.Done()
 }
