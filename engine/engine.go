@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
+		"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/wire"
 )
 
@@ -46,6 +46,7 @@ type Engine struct {
 
 	conns  *connPool
 	events *eventQueue
+	coord  *coordinator // nil unless the engine joined __mirror_state
 }
 
 // New connects to the destination cluster and returns an engine with no
@@ -94,75 +95,81 @@ func (e *Engine) Close() {
 		m.src.close()
 	}
 	e.mu.Unlock()
+	if e.coord != nil {
+		e.coord.close()
+	}
 	e.conns.close()
 	e.dst.close()
 }
 
-// StartMirror connects to the mirror's source, creates missing destination
-// topics and starts mirroring every partition of cfg.Topics.
+// StartMirror runs an ad-hoc mirror that keeps no state in __mirror_state:
+// it connects to the source, creates missing destination topics and starts
+// mirroring every partition of cfg.Topics. Instances that share work use
+// Join instead.
 func (e *Engine) StartMirror(ctx context.Context, cfg MirrorConfig) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
+	if len(cfg.Topics) == 0 {
+		return fmt.Errorf("mirror %s: no topics", cfg.Name)
+	}
+	m, err := e.openMirror(ctx, cfg, "")
+	if err != nil {
+		return err
+	}
+	topics := slices.Clone(cfg.Topics)
+	slices.Sort(topics)
+	for _, t := range slices.Compact(topics) {
+		start := func(int32) (partition.Status, []partition.Event) {
+			return partition.Status{Config: cfg.retryConfig()}, []partition.Event{partition.Start{}}
+		}
+		if err := m.addTopic(ctx, t, start, nil, nil); err != nil {
+			return err
+		}
+	}
+	e.emit(LevelInfo, cfg.Name, "", -1, fmt.Sprintf("mirror %s started: %d topics from %s", cfg.Name, len(topics), m.sourceID))
+	return nil
+}
+
+// openMirror connects to a mirror's source and registers the mirror. A
+// non-empty wantSourceID is the cluster id recorded when the mirror was
+// created; another id fails.
+func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID string) (*mirror, error) {
 	e.mu.Lock()
 	_, dup := e.mirrors[cfg.Name]
 	e.mu.Unlock()
 	if dup {
-		return fmt.Errorf("mirror %s is already running", cfg.Name)
+		return nil, fmt.Errorf("mirror %s is already running", cfg.Name)
 	}
 	src, err := newCluster("source", cfg.SourceBootstrap, e.cfg.Instance+"-"+cfg.Name, cfg.SourceOpts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
 	defer cancel()
-	meta, err := src.metadata(cctx, cfg.Topics)
+	meta, err := src.metadata(cctx, []string{})
 	if err != nil {
 		src.close()
-		return fmt.Errorf("mirror %s: source cluster %s unreachable: %w", cfg.Name, strings.Join(cfg.SourceBootstrap, ","), err)
+		return nil, fmt.Errorf("mirror %s: source cluster %s unreachable: %w", cfg.Name, strings.Join(cfg.SourceBootstrap, ","), err)
 	}
-	topics := slices.Clone(cfg.Topics)
-	slices.Sort(topics)
-	topics = slices.Compact(topics)
-	for _, t := range topics {
-		tm, ok := meta.topics[t]
-		if !ok || tm.err != nil {
-			src.close()
-			var err error = kerr.UnknownTopicOrPartition
-			if ok {
-				err = tm.err
-			}
-			return fmt.Errorf("mirror %s: source topic %s: %w", cfg.Name, t, err)
-		}
+	id := meta.clusterID
+	if wantSourceID != "" && id != wantSourceID {
+		id = wantSourceID // partitions compare against the recorded id and fail loudly
 	}
-	if err := e.ensureTopics(cctx, src, meta, topics); err != nil {
-		src.close()
-		return fmt.Errorf("mirror %s: %w", cfg.Name, err)
-	}
-	cfg.Topics = topics
 	m := &mirror{
-		e: e, cfg: cfg, src: src, sourceID: meta.clusterID,
-		srcMeta:  newMetaCache(src, topics, e.now),
-		dstMeta:  newMetaCache(e.dst, topics, e.now),
+		e: e, cfg: cfg, src: src, sourceID: id,
+		srcMeta:  newMetaCache(src, nil, e.now),
+		dstMeta:  newMetaCache(e.dst, nil, e.now),
 		ctx:      e.ctx,
 		fetchers: make(map[fetchKey]*fetcher),
+		runs:     make(map[tp]*runner),
 	}
-	for _, t := range topics {
-		for p := range meta.topics[t].partitions {
-			s := newPartStats(cfg.Name, t, int32(p))
-			m.parts = append(m.parts, s)
-			m.runs = append(m.runs, newRunner(m, t, int32(p), s))
-		}
-	}
+	m.srcMeta.topics, m.dstMeta.topics = []string{}, []string{}
 	e.mu.Lock()
 	e.mirrors[cfg.Name] = m
 	e.mu.Unlock()
-	e.emit(LevelInfo, cfg.Name, "", -1, fmt.Sprintf("mirror %s started: %d topics, %d partitions from %s", cfg.Name, len(topics), len(m.runs), meta.clusterID))
-	for _, r := range m.runs {
-		e.wg.Go(func() { r.run(e.ctx) })
-	}
 	e.wg.Go(func() { m.watch(e.ctx) })
-	return nil
+	return m, nil
 }
 
 // Snapshot returns a copy of the engine's state.
@@ -181,12 +188,15 @@ func (e *Engine) Snapshot() Snapshot {
 	}
 	for _, m := range ms {
 		mm := MirrorSnapshot{Name: m.cfg.Name, Source: ClusterInfo{ID: m.sourceID, Bootstrap: m.cfg.SourceBootstrap}}
-		mm.Partitions = make([]PartitionSnapshot, len(m.parts))
-		for i, p := range m.parts {
-			mm.Partitions[i] = p.snapshot()
-			mm.Partitions[i].Owner = e.cfg.Instance
+		for _, r := range m.runners() {
+			ps := r.stats.snapshot()
+			ps.Owner = e.cfg.Instance
+			mm.Partitions = append(mm.Partitions, ps)
 		}
 		s.Mirrors = append(s.Mirrors, mm)
+	}
+	if c := e.coord; c != nil {
+		c.addRemote(&s)
 	}
 	return s
 }
@@ -197,24 +207,28 @@ func (e *Engine) Events() <-chan Event { return e.events.out }
 // ErrUnknownMirror is returned by Control for a mirror this engine does not run.
 var ErrUnknownMirror = errors.New("unknown mirror")
 
-// Control applies an operator command to the matching partitions.
+// Control applies an operator command to the matching partitions. On an
+// instance that joined __mirror_state the command is recorded there, exactly
+// as the CLI records it, and the owners act on it.
 func (e *Engine) Control(ctx context.Context, cmd Command) error {
+	if c := e.coord; c != nil {
+		return c.control(ctx, cmd)
+	}
 	e.mu.Lock()
 	m, ok := e.mirrors[cmd.Mirror]
 	e.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%s %s: %w", cmd.Kind, cmd.Mirror, ErrUnknownMirror)
 	}
+	ev := commandEvent(cmd)
 	matched := 0
-	for _, r := range m.runs {
+	for _, r := range m.runners() {
 		if len(cmd.Topics) > 0 && !slices.Contains(cmd.Topics, r.topic) {
 			continue
 		}
 		matched++
-		select {
-		case r.ctl <- cmd:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := r.send(ctx, ev); err != nil {
+			return err
 		}
 	}
 	if matched == 0 {
@@ -222,6 +236,21 @@ func (e *Engine) Control(ctx context.Context, cmd Command) error {
 	}
 	e.emit(LevelInfo, cmd.Mirror, strings.Join(cmd.Topics, ","), -1, fmt.Sprintf("operator: %s on %d partitions", cmd.Kind, matched))
 	return nil
+}
+
+// commandEvent is the state machine event of an operator command.
+func commandEvent(cmd Command) partition.Event {
+	switch cmd.Kind {
+	case CmdPause:
+		return partition.Pause{}
+	case CmdResume:
+		return partition.Resume{}
+	case CmdRecover:
+		return partition.Recover{Rebuild: cmd.Rebuild}
+	case CmdStop:
+		return partition.Stop{}
+	}
+	return partition.Start{}
 }
 
 // emit records an event and logs it.

@@ -19,6 +19,10 @@ var (
 	ErrFenced = errors.New("fenced by a newer writer")
 	// ErrUnsupported: the source holds data this engine cannot yet copy at identical offsets.
 	ErrUnsupported = errors.New("unsupported source data")
+	// ErrSourceClusterChanged: the mirror's bootstrap reaches another cluster than at create.
+	ErrSourceClusterChanged = errors.New("source cluster changed")
+	// ErrSourceTopicDeleted: the source topic is gone.
+	ErrSourceTopicDeleted = errors.New("source topic deleted")
 	// errRealign asks the runner to re-read the destination and start again.
 	errRealign = errors.New("realign")
 )

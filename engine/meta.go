@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,6 +25,16 @@ type metaCache struct {
 
 func newMetaCache(c *cluster, topics []string, now func() time.Time) *metaCache {
 	return &metaCache{c: c, topics: topics, now: now}
+}
+
+// addTopic includes topic in later requests.
+func (mc *metaCache) addTopic(topic string) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if !slices.Contains(mc.topics, topic) {
+		mc.topics = append(mc.topics, topic)
+		mc.at = time.Time{} // the cached answer lacks it
+	}
 }
 
 // get returns metadata requested at or after after.
@@ -49,7 +60,10 @@ func (mc *metaCache) get(ctx context.Context, after time.Time) (clusterMeta, err
 		mc.mu.Unlock()
 
 		start := mc.now()
-		m, err := mc.c.metadata(ctx, mc.topics)
+		mc.mu.Lock()
+		topics := slices.Clone(mc.topics)
+		mc.mu.Unlock()
+		m, err := mc.c.metadata(ctx, topics)
 		mc.mu.Lock()
 		mc.inflight = nil
 		if err == nil {
@@ -85,4 +99,11 @@ func (mc *metaCache) route(ctx context.Context, topic string, p int32, after tim
 		return route{}, fmt.Errorf("%s %s/%d: no leader", mc.c.name, topic, p)
 	}
 	return route{leader: pm.leader, epoch: pm.epoch, topicID: t.id}, nil
+}
+
+// clusterID is the cluster id of the newest metadata, "" before any.
+func (mc *metaCache) clusterID() string {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.meta.clusterID
 }

@@ -6,11 +6,16 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
 )
 
 // MirrorConfig defines one mirror: where its source is and what it copies.
@@ -37,9 +42,6 @@ func (c *MirrorConfig) defaults() error {
 	if len(c.SourceBootstrap) == 0 {
 		return fmt.Errorf("mirror %s: no source bootstrap servers", c.Name)
 	}
-	if len(c.Topics) == 0 {
-		return fmt.Errorf("mirror %s: no topics", c.Name)
-	}
 	set := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -64,6 +66,11 @@ func (c *MirrorConfig) defaults() error {
 	return nil
 }
 
+// retryConfig is the state machine's retry settings of the mirror.
+func (c *MirrorConfig) retryConfig() partition.Config {
+	return partition.Config{InitialBackoff: c.RetryInitial, MaxBackoff: c.RetryMax, MaxAttempts: c.RetryAttempts}.WithDefaults()
+}
+
 // route is where one partition lives on one cluster.
 type route struct {
 	leader  int32
@@ -83,9 +90,141 @@ type mirror struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	fetchers map[fetchKey]*fetcher
+	runs     map[tp]*runner // guarded by mu
+	topics   []string       // topics with runners, sorted; guarded by mu
+}
 
-	parts []*partStats // sorted by topic, partition; fixed after start
-	runs  []*runner
+// runner returns the runner of a partition, nil if none.
+func (m *mirror) runner(topic string, p int32) *runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runs[tp{topic, p}]
+}
+
+// runners returns the mirror's runners sorted by topic and partition.
+func (m *mirror) runners() []*runner {
+	m.mu.Lock()
+	out := make([]*runner, 0, len(m.runs))
+	for _, r := range m.runs {
+		out = append(out, r)
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b *runner) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return int(a.partition - b.partition)
+	})
+	return out
+}
+
+// partitionSetup says how a new runner starts: its persisted status and the
+// events it is fed first.
+type partitionSetup func(p int32) (partition.Status, []partition.Event)
+
+// addTopic creates the destination topic if needed and starts a runner for
+// every source partition of topic that has none yet. When the source cannot
+// be reached and known lists the topic's partitions (from their records),
+// runners start for those: stopping needs only the destination.
+func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetup, persist func(context.Context, store.PartitionRecord) error, known []int32) error {
+	parts, err := m.sourcePartitions(ctx, topic)
+	if err != nil {
+		if len(known) == 0 {
+			return err
+		}
+		parts = known
+	}
+	m.srcMeta.addTopic(topic)
+	m.dstMeta.addTopic(topic)
+	for _, p := range parts {
+		m.mu.Lock()
+		_, exists := m.runs[tp{topic, p}]
+		m.mu.Unlock()
+		if exists {
+			continue
+		}
+		st, initial := setup(p)
+		r := newRunner(m, topic, p, newPartStats(m.cfg.Name, topic, p), st)
+		r.persist = persist
+		rctx, cancel := context.WithCancel(m.ctx)
+		r.cancel = cancel
+		m.mu.Lock()
+		m.runs[tp{topic, p}] = r
+		if !slices.Contains(m.topics, topic) {
+			m.topics = append(m.topics, topic)
+			slices.Sort(m.topics)
+		}
+		m.mu.Unlock()
+		m.e.wg.Go(func() { r.run(rctx, initial...) })
+	}
+	return nil
+}
+
+// sourcePartitions checks the source topic, creates or corrects the
+// destination topic and returns the partitions to mirror.
+func (m *mirror) sourcePartitions(ctx context.Context, topic string) ([]int32, error) {
+	meta, err := m.src.metadata(ctx, []string{topic})
+	if err != nil {
+		return nil, err
+	}
+	tm, ok := meta.topics[topic]
+	if !ok || tm.err != nil {
+		var err error = kerr.UnknownTopicOrPartition
+		if ok {
+			err = tm.err
+		}
+		return nil, fmt.Errorf("mirror %s: source topic %s: %w", m.cfg.Name, topic, err)
+	}
+	if meta.clusterID != m.sourceID {
+		return nil, fmt.Errorf("mirror %s: %w: the source bootstrap reaches cluster %s, the mirror was created against %s", m.cfg.Name, ErrSourceClusterChanged, meta.clusterID, m.sourceID)
+	}
+	if err := m.e.ensureTopics(ctx, m.src, meta, []string{topic}); err != nil {
+		return nil, fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
+	}
+	parts := make([]int32, len(tm.partitions))
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	return parts, nil
+}
+
+// runnersOf returns the runners of one topic.
+func (m *mirror) runnersOf(topic string) []*runner {
+	var out []*runner
+	for _, r := range m.runners() {
+		if r.topic == topic {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// removeTopic stops the topic's runners and waits for them to finish
+// (in-flight appends included), so a new owner can start cleanly.
+func (m *mirror) removeTopic(topic string) {
+	m.mu.Lock()
+	var rs []*runner
+	for k, r := range m.runs {
+		if k.topic == topic {
+			rs = append(rs, r)
+			delete(m.runs, k)
+		}
+	}
+	m.topics = slices.DeleteFunc(m.topics, func(t string) bool { return t == topic })
+	m.mu.Unlock()
+	for _, r := range rs {
+		r.cancel()
+	}
+	for _, r := range rs {
+		<-r.done
+	}
+}
+
+// topicList returns the topics with runners.
+func (m *mirror) topicList() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.topics)
 }
 
 // fetcherFor returns the fetcher that serves partition p of a topic led by
@@ -108,29 +247,15 @@ func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
 func (m *mirror) sourceRoute(ctx context.Context, topic string, p int32, after time.Time) (route, error) {
 	rt, err := m.srcMeta.route(ctx, topic, p, after)
 	if err == nil {
-		m.partStats(topic, p).setRoute(rt.leader, rt.epoch)
+		if r := m.runner(topic, p); r != nil {
+			r.stats.setRoute(rt.leader, rt.epoch)
+		}
 	}
 	return rt, err
 }
 
 func (m *mirror) destRoute(ctx context.Context, topic string, p int32, after time.Time) (route, error) {
 	return m.dstMeta.route(ctx, topic, p, after)
-}
-
-func (m *mirror) partStats(topic string, p int32) *partStats {
-	i, ok := slices.BinarySearchFunc(m.parts, tp{topic, p}, func(s *partStats, k tp) int {
-		if s.ps.Topic != k.topic {
-			if s.ps.Topic < k.topic {
-				return -1
-			}
-			return 1
-		}
-		return int(s.ps.Partition - k.partition)
-	})
-	if !ok {
-		return newPartStats(m.cfg.Name, topic, p) // never published
-	}
-	return m.parts[i]
 }
 
 // watch refreshes rates and checks destination log ends so a foreign write
@@ -145,20 +270,25 @@ func (m *mirror) watch(ctx context.Context) {
 		case <-t.C:
 		}
 		now := m.e.now()
-		for _, s := range m.parts {
-			s.updateRate(now)
+		rs := m.runners()
+		for _, r := range rs {
+			r.stats.updateRate(now)
 		}
-		ends, err := m.e.dst.endOffsets(ctx, m.cfg.Topics...)
+		topics := m.topicList()
+		if len(topics) == 0 {
+			continue
+		}
+		ends, err := m.e.dst.endOffsets(ctx, topics...)
 		if err != nil {
 			continue
 		}
-		for _, s := range m.parts {
-			end, ok := ends[s.ps.Topic][s.ps.Partition]
+		for _, r := range rs {
+			end, ok := ends[r.topic][r.partition]
 			if !ok {
 				continue
 			}
 			select {
-			case s.checkEnd <- end:
+			case r.stats.checkEnd <- end:
 			default: // the runner has not taken the previous one yet
 			}
 		}

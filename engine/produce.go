@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
-	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/wire"
 )
 
@@ -151,6 +151,10 @@ func (r *runner) align(ctx context.Context) error {
 		return err
 	}
 	r.src, r.dst = src, dst
+	if id := r.m.srcMeta.clusterID(); id != r.m.sourceID {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: the source bootstrap %s now reaches cluster %s, but mirror %s was created against cluster %s",
+			ErrSourceClusterChanged, strings.Join(r.m.cfg.SourceBootstrap, ","), id, r.m.cfg.Name, r.m.sourceID)}
+	}
 	srcStart, srcEnd, err := r.m.src.offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err
@@ -310,6 +314,5 @@ func (r *runner) stop(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	r.setState(partition.Stopped, nil)
 	return nil
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
 )
 
 // runner owns one mirrored partition: its position, its writer identity and
@@ -21,9 +22,18 @@ type runner struct {
 	topic     string
 	partition int32
 	stats     *partStats
-	ctl       chan Command
+	ctl       chan partition.Event
+	done      chan struct{}
+	cancel    context.CancelFunc
+	persist   func(context.Context, store.PartitionRecord) error // nil: nothing is persisted
 
-	state partition.State
+	st    partition.Status
+	work  partition.Action // the work action in progress or due, nil when idle
+	retry *time.Timer
+
+	workMu     sync.Mutex
+	cancelWork context.CancelFunc // interrupts the work in progress for a command
+
 	src   route // source leader, epoch and topic id
 	dst   route // destination leader and topic id
 
@@ -42,184 +52,19 @@ type runner struct {
 	outstanding bool
 	maxBytes    int32
 
-	attempt  int // consecutive failures, for backoff
-	retryErr error
+	attempt int // consecutive transient failures inside MIRRORING, for backoff
 }
 
-func newRunner(m *mirror, topic string, p int32, stats *partStats) *runner {
+func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
 	return &runner{
-		m: m, topic: topic, partition: p, stats: stats,
-		ctl:         make(chan Command, 4),
+		m: m, topic: topic, partition: p, stats: stats, st: st,
+		ctl:         make(chan partition.Event, 16),
+		done:        make(chan struct{}),
 		reply:       make(chan fetchResult, 1),
 		maxBytes:    m.cfg.PartitionFetchBytes,
 		maxInFlight: m.cfg.MaxInFlight,
 		lastEpoch:   -1,
-		state:       partition.LogAlignment,
 	}
-}
-
-// run drives the partition until ctx ends.
-func (r *runner) run(ctx context.Context) {
-	r.setState(partition.LogAlignment, nil)
-	for ctx.Err() == nil {
-		var err error
-		switch r.state {
-		case partition.LogAlignment:
-			if err = r.align(ctx); err == nil {
-				r.setState(partition.EpochFencing, nil)
-			}
-		case partition.EpochFencing:
-			if err = r.fence(ctx); err == nil {
-				r.setState(partition.Mirroring, nil)
-			}
-		case partition.Mirroring:
-			err = r.mirror(ctx)
-		case partition.Pausing:
-			r.dropFetch()
-			r.setState(partition.Paused, nil)
-		case partition.Stopping:
-			err = r.stop(ctx)
-		case partition.Paused, partition.Stopped:
-			r.waitCommand(ctx, nil)
-		case partition.Failed:
-			r.waitFailed(ctx)
-		case partition.Unknown, partition.ULERecovery:
-			r.setState(partition.LogAlignment, nil)
-		}
-		if err != nil && ctx.Err() == nil {
-			r.handleErr(ctx, err)
-		}
-	}
-}
-
-// handleErr moves the partition after a failed step: realign requests go
-// back to alignment after a short backoff, everything else is FAILED.
-func (r *runner) handleErr(ctx context.Context, err error) {
-	var cmdErr *commandError
-	if errors.As(err, &cmdErr) {
-		return // a command changed the state; nothing failed
-	}
-	_ = r.drain(ctx) // the first error is the one to report
-	r.dropFetch()
-	if errors.Is(err, errRealign) {
-		r.attempt++
-		r.stats.setError(err.Error(), true)
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "realigning: "+err.Error())
-		if !r.wait(ctx, r.backoff()) {
-			return
-		}
-		r.setState(partition.LogAlignment, nil)
-		return
-	}
-	retryable := true
-	var pe *PartitionError
-	if errors.As(err, &pe) {
-		retryable = pe.Retryable
-	} else if errors.Is(err, ErrForeignWrite) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrGap) ||
-		errors.Is(err, ErrBadSourceBatch) || errors.Is(err, ErrFenced) || errors.Is(err, ErrUnsupported) {
-		retryable = false
-	}
-	r.attempt++
-	r.retryErr = err
-	r.stats.failed(r.state, r.attempt, err.Error(), retryable)
-	r.setState(partition.Failed, err)
-}
-
-// backoff is the capped full-jitter exponential delay for the current attempt.
-func (r *runner) backoff() time.Duration {
-	d := r.m.cfg.RetryInitial << min(r.attempt, 20)
-	d = min(d, r.m.cfg.RetryMax)
-	return time.Duration(rand.Float64() * float64(d))
-}
-
-// waitFailed waits for a retry (retryable errors) or an operator command.
-func (r *runner) waitFailed(ctx context.Context) {
-	snap := r.stats.snapshot()
-	if !snap.Retryable || r.attempt >= r.m.cfg.RetryAttempts {
-		r.waitCommand(ctx, nil)
-		return
-	}
-	d := r.backoff()
-	r.stats.setNextRetry(r.m.e.now().Add(d))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	r.waitCommand(ctx, t.C)
-}
-
-// waitCommand blocks until a command arrives (handled) or timer fires (the
-// partition retries from alignment).
-func (r *runner) waitCommand(ctx context.Context, timer <-chan time.Time) {
-	select {
-	case <-ctx.Done():
-	case cmd := <-r.ctl:
-		_ = r.command(cmd)
-	case <-timer:
-		r.setState(partition.LogAlignment, nil)
-	}
-}
-
-// commandError interrupts the mirroring loop when a command changed the state.
-type commandError struct{ cmd CommandKind }
-
-func (e *commandError) Error() string { return "interrupted by " + e.cmd.String() }
-
-// command applies an operator command and reports whether it changed state.
-func (r *runner) command(cmd Command) error {
-	switch cmd.Kind {
-	case CmdPause:
-		switch r.state {
-		case partition.LogAlignment, partition.EpochFencing, partition.Mirroring, partition.Failed:
-			r.setState(partition.Pausing, nil)
-			return &commandError{cmd.Kind}
-		}
-	case CmdResume:
-		if r.state == partition.Paused || r.state == partition.Pausing {
-			r.setState(partition.LogAlignment, nil)
-			return &commandError{cmd.Kind}
-		}
-	case CmdRecover:
-		if r.state == partition.Failed {
-			r.attempt = 0
-			r.setState(partition.LogAlignment, nil)
-			return &commandError{cmd.Kind}
-		}
-	case CmdStop:
-		if r.state != partition.Stopped && r.state != partition.Stopping {
-			r.setState(partition.Stopping, nil)
-			return &commandError{cmd.Kind}
-		}
-	}
-	return nil
-}
-
-// wait waits d or until ctx ends; it reports whether ctx is still live.
-func (r *runner) wait(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-func (r *runner) setState(s partition.State, err error) {
-	prev := r.state
-	r.state = s
-	r.stats.setState(s)
-	if s == partition.Mirroring {
-		r.attempt = 0
-		r.stats.clearError()
-	}
-	if prev == s {
-		return
-	}
-	lvl, msg := LevelInfo, fmt.Sprintf("%s -> %s", prev, s)
-	if err != nil {
-		lvl, msg = LevelError, msg+": "+err.Error()
-	}
-	r.m.e.emit(lvl, r.m.cfg.Name, r.topic, r.partition, msg)
 }
 
 // dropFetch abandons the outstanding fetch, if any: its answer will carry a
@@ -265,15 +110,7 @@ func (r *runner) mirror(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case cmd := <-r.ctl:
-			if err := r.command(cmd); err != nil {
-				r.dropFetch()
-				if derr := r.drain(ctx); derr != nil {
-					return derr
-				}
-				return err
-			}
+			return ctx.Err()
 		case <-r.oldestDone():
 			f := r.inflight[0]
 			r.inflight = r.inflight[1:]

@@ -50,18 +50,11 @@ func (s *partStats) snapshot() PartitionSnapshot {
 	return ps
 }
 
-func (s *partStats) setState(st partition.State) {
+// setStatus publishes the state machine's status.
+func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Lock()
-	s.ps.State = st
-	if st != partition.Failed {
-		s.ps.NextRetry = time.Time{}
-	}
-	s.mu.Unlock()
-}
-
-func (s *partStats) failed(prev partition.State, attempt int, msg string, retryable bool) {
-	s.mu.Lock()
-	s.ps.PrevState, s.ps.Attempt, s.ps.Error, s.ps.Retryable = prev, attempt, msg, retryable
+	s.ps.State, s.ps.PrevState, s.ps.Attempt, s.ps.NextRetry = st.State, st.PrevState, st.Attempt, st.NextRetry
+	s.ps.Error, s.ps.Retryable = st.Error, st.Retryable
 	s.mu.Unlock()
 }
 
@@ -74,12 +67,6 @@ func (s *partStats) setError(msg string, retryable bool) {
 func (s *partStats) clearError() {
 	s.mu.Lock()
 	s.ps.Error, s.ps.Retryable, s.ps.Attempt = "", false, 0
-	s.mu.Unlock()
-}
-
-func (s *partStats) setNextRetry(t time.Time) {
-	s.mu.Lock()
-	s.ps.NextRetry = t
 	s.mu.Unlock()
 }
 

@@ -309,7 +309,7 @@ func DefaultMirrorSettings() MirrorSettings {
 	return MirrorSettings{
 		NumFetchers:         1,
 		GapPolicy:           "fail",
-		MetadataRefresh:     30 * time.Second,
+		MetadataRefresh:     60 * time.Second,
 		RetryInitialBackoff: 100 * time.Millisecond,
 		RetryMaxBackoff:     300 * time.Second,
 		RetryMaxAttempts:    20,

@@ -60,6 +60,10 @@ type TopicDesired struct {
 	DestTopicID      string            `json:"destTopicId,omitempty"`
 	UpdatedAt        time.Time         `json:"updatedAt,omitzero"`
 	RebuildRequested bool              `json:"rebuildRequested,omitempty"`
+	// RecoverAt is when an operator last asked to recover the topic's
+	// FAILED partitions; the owner applies it to partitions that failed
+	// before that instant.
+	RecoverAt time.Time `json:"recoverAt,omitzero"`
 }
 
 // EpochStart is one entry of a source epoch lineage: the first offset the

@@ -1,0 +1,439 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/props"
+	"github.com/kmirror/kmirror/engine/store"
+)
+
+// ErrOperation marks failures of an admin operation the operator can act on
+// (unknown mirror, nothing matched, not stopped). The CLI exits 1 on them.
+var ErrOperation = errors.New("operation failed")
+
+func opErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrOperation, fmt.Sprintf(format, args...))
+}
+
+// Admin records operator actions in a destination's __mirror_state and
+// reads it back. Instances act on what it records; nothing here needs an
+// instance running.
+type Admin struct {
+	opts []kgo.Opt
+	cl   *kgo.Client
+	w    *store.Writer
+	now  func() time.Time
+}
+
+// NewAdmin connects to the destination cluster; it fails within timeout when
+// the cluster does not answer.
+func NewAdmin(ctx context.Context, bootstrap []string, security map[string]string, timeout time.Duration) (*Admin, error) {
+	sec, err := SecurityOpts(security)
+	if err != nil {
+		return nil, fmt.Errorf("--command-config: %w", err)
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-admin"), kgo.RetryTimeout(timeout)}, sec...)
+	cl, err := kgo.NewClient(append(slices.Clone(opts), store.WriterOpts()...)...)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).ListBrokers(cctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("destination cluster %s unreachable: %w", strings.Join(bootstrap, ","), err)
+	}
+	return &Admin{opts: opts, cl: cl, w: store.NewWriter(cl), now: time.Now}, nil
+}
+
+// Close closes the admin's connections.
+func (a *Admin) Close() { a.cl.Close() }
+
+// Catalog reads __mirror_state; a destination without it has no mirror.
+func (a *Admin) Catalog(ctx context.Context) (*store.Catalog, error) {
+	cat, err := store.ReadAll(ctx, a.opts, nil)
+	if errors.Is(err, store.ErrNoStateTopic) {
+		return store.NewCatalog(), nil
+	}
+	return cat, err
+}
+
+// resolveSecrets replaces ${env:…} and ${file:…} references.
+func resolveSecrets(cfg map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(cfg))
+	for k, v := range cfg {
+		r, err := props.Resolve(v, os.LookupEnv, os.ReadFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = r
+	}
+	return out, nil
+}
+
+// CreateMirror validates a mirror configuration, checks that its source
+// answers, and records the mirror with the source's cluster id. Secret
+// values must be references unless allowLiteralSecrets.
+func (a *Admin) CreateMirror(ctx context.Context, name string, p props.Properties, allowLiteralSecrets bool) (warnings []string, err error) {
+	if err := store.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("mirror name %q: %w", name, err)
+	}
+	warnings, err = props.ValidateMirrorConfig(p)
+	if err != nil {
+		return warnings, err
+	}
+	def := store.MirrorDef{Name: name, SourceConfig: map[string]string{}, Config: map[string]string{}, CreatedAt: a.now().UTC()}
+	for _, e := range p.Entries {
+		switch {
+		case e.Key == "bootstrap.servers":
+			for _, s := range strings.Split(e.Value, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					def.SourceBootstrap = append(def.SourceBootstrap, s)
+				}
+			}
+		case strings.HasPrefix(e.Key, "mirror."):
+			def.Config[e.Key] = e.Value
+		default:
+			if props.IsLiteralSecret(e.Key, e.Value) && !allowLiteralSecrets {
+				return warnings, fmt.Errorf("%s holds a literal secret: store a reference (${env:NAME} or ${file:/path:key}) or pass --allow-plaintext-secrets", e.Key)
+			}
+			def.SourceConfig[e.Key] = e.Value
+		}
+	}
+	cat, err := a.Catalog(ctx)
+	if err != nil {
+		return warnings, err
+	}
+	if _, ok := cat.Mirrors[name]; ok {
+		return warnings, opErr("mirror %s already exists", name)
+	}
+	id, err := sourceClusterID(ctx, def)
+	if err != nil {
+		return warnings, err
+	}
+	def.SourceClusterID = id
+	if err := store.EnsureTopic(ctx, kadm.NewClient(a.cl)); err != nil {
+		return warnings, err
+	}
+	return warnings, a.w.PutMirror(ctx, def)
+}
+
+// sourceClient connects to a mirror's source with its resolved settings.
+func sourceClient(def store.MirrorDef) (*cluster, error) {
+	sec, err := resolveSecrets(def.SourceConfig)
+	if err != nil {
+		return nil, fmt.Errorf("mirror %s: %w", def.Name, err)
+	}
+	opts, err := SecurityOpts(sec)
+	if err != nil {
+		return nil, fmt.Errorf("mirror %s: %w", def.Name, err)
+	}
+	return newCluster("source", def.SourceBootstrap, "kmirror-admin", append(opts, kgo.RetryTimeout(10*time.Second))...)
+}
+
+func sourceClusterID(ctx context.Context, def store.MirrorDef) (string, error) {
+	src, err := sourceClient(def)
+	if err != nil {
+		return "", err
+	}
+	defer src.close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	m, err := src.metadata(cctx, []string{})
+	if err != nil {
+		return "", fmt.Errorf("source cluster %s unreachable: %w", strings.Join(def.SourceBootstrap, ","), err)
+	}
+	return m.clusterID, nil
+}
+
+// DeleteMirror removes a mirror whose topics are all STOPPED.
+func (a *Admin) DeleteMirror(ctx context.Context, name string) error {
+	cat, err := a.Catalog(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := cat.Mirrors[name]; !ok {
+		return opErr("mirror %s does not exist", name)
+	}
+	var running []string
+	for _, t := range cat.TopicsOf(name) {
+		stopped := t.Desired == partition.DesiredStop
+		for _, p := range cat.PartitionsOf(name, t.Topic) {
+			stopped = stopped && p.State == partition.Stopped
+		}
+		if !stopped {
+			running = append(running, t.Topic)
+		}
+	}
+	if len(running) > 0 {
+		return opErr("mirror %s has topics that are not STOPPED: %s (stop them first)", name, strings.Join(running, ", "))
+	}
+	for _, p := range cat.PartitionsOf(name, "") {
+		if err := a.w.Put(ctx, store.PartitionKey(name, p.Topic, p.Partition), nil); err != nil {
+			return err
+		}
+	}
+	for _, t := range cat.TopicsOf(name) {
+		if err := a.w.Put(ctx, store.TopicKey(name, t.Topic), nil); err != nil {
+			return err
+		}
+	}
+	return a.w.Put(ctx, store.MirrorKey(name), nil)
+}
+
+// TopicSelector is the --topics argument: a comma-separated list of names,
+// or an RE2 regular expression that must match a whole topic name.
+type TopicSelector struct {
+	names []string
+	re    *regexp.Regexp
+	raw   string
+}
+
+// ParseTopics parses --topics (and an optional --exclude regex).
+func ParseTopics(arg string) (TopicSelector, error) {
+	sel := TopicSelector{raw: arg}
+	if strings.TrimSpace(arg) == "" {
+		return sel, errors.New("--topics is empty")
+	}
+	if strings.ContainsAny(arg, `*+?()[]{}|^$\`) {
+		re, err := regexp.Compile("^(?:" + arg + ")$")
+		if err != nil {
+			return sel, fmt.Errorf("--topics %q: %w", arg, err)
+		}
+		sel.re = re
+		return sel, nil
+	}
+	for _, n := range strings.Split(arg, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			sel.names = append(sel.names, n)
+		}
+	}
+	return sel, nil
+}
+
+// Match reports whether topic is selected.
+func (s TopicSelector) Match(topic string) bool {
+	if s.re != nil {
+		return s.re.MatchString(topic)
+	}
+	return slices.Contains(s.names, topic)
+}
+
+// Start records desired state start for the source topics sel selects and
+// exclude (an RE2 regex, may be nil) does not; it returns them.
+func (a *Admin) Start(ctx context.Context, mirror string, sel TopicSelector, exclude *regexp.Regexp) ([]string, error) {
+	cat, err := a.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	def, ok := cat.Mirrors[mirror]
+	if !ok {
+		return nil, opErr("mirror %s does not exist", mirror)
+	}
+	settings, err := props.ParseMirrorSettings(props.FromMap(def.Config))
+	if err != nil {
+		return nil, err
+	}
+	src, err := sourceClient(def)
+	if err != nil {
+		return nil, err
+	}
+	defer src.close()
+	meta, err := src.metadata(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("source cluster %s unreachable: %w", strings.Join(def.SourceBootstrap, ","), err)
+	}
+	var excl []*regexp.Regexp
+	for _, p := range settings.TopicsExclude {
+		if re, err := regexp.Compile("^(?:" + p + ")$"); err == nil {
+			excl = append(excl, re)
+		}
+	}
+	if exclude != nil {
+		excl = append(excl, exclude)
+	}
+	var topics []string
+	for _, n := range sel.names {
+		if _, ok := meta.topics[n]; !ok {
+			return nil, opErr("source topic %s does not exist", n)
+		}
+	}
+	for t := range meta.topics {
+		if !sel.Match(t) || slices.ContainsFunc(excl, func(re *regexp.Regexp) bool { return re.MatchString(t) }) {
+			continue
+		}
+		topics = append(topics, t)
+	}
+	if len(topics) == 0 {
+		return nil, opErr("no source topic matches %q", sel.raw)
+	}
+	slices.Sort(topics)
+	for _, t := range topics {
+		td := cat.Topics[store.TopicRef{Mirror: mirror, Topic: t}]
+		td.Mirror, td.Topic, td.Desired, td.Pattern, td.UpdatedAt = mirror, t, partition.DesiredStart, sel.raw, a.now().UTC()
+		if exclude != nil {
+			td.Exclude = exclude.String()
+		}
+		if err := a.w.PutTopic(ctx, td); err != nil {
+			return nil, err
+		}
+	}
+	return topics, nil
+}
+
+// Control records pause, resume, stop or recover for the mirror's topics
+// that sel selects (all when sel is nil); it returns them.
+func (a *Admin) Control(ctx context.Context, kind CommandKind, mirror string, sel *TopicSelector, rebuild bool) ([]string, error) {
+	cat, err := a.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmd := Command{Kind: kind, Mirror: mirror, Rebuild: rebuild}
+	for _, t := range cat.TopicsOf(mirror) {
+		if sel == nil || sel.Match(t.Topic) {
+			cmd.Topics = append(cmd.Topics, t.Topic)
+		}
+	}
+	if _, ok := cat.Mirrors[mirror]; ok && len(cmd.Topics) == 0 {
+		return nil, opErr("mirror %s has no started topic matching %q", mirror, sel.raw)
+	}
+	return SetDesired(ctx, a.w, cat, cmd, a.now())
+}
+
+// SetDesired records a command for cmd.Topics (all the mirror's topics when
+// empty) in __mirror_state.
+func SetDesired(ctx context.Context, w *store.Writer, cat *store.Catalog, cmd Command, now time.Time) ([]string, error) {
+	if _, ok := cat.Mirrors[cmd.Mirror]; !ok {
+		return nil, opErr("mirror %s does not exist", cmd.Mirror)
+	}
+	var done []string
+	for _, t := range cat.TopicsOf(cmd.Mirror) {
+		if len(cmd.Topics) > 0 && !slices.Contains(cmd.Topics, t.Topic) {
+			continue
+		}
+		switch cmd.Kind {
+		case CmdPause:
+			t.Desired = partition.DesiredPause
+		case CmdResume:
+			t.Desired = partition.DesiredStart
+		case CmdStop:
+			t.Desired = partition.DesiredStop
+		case CmdRecover:
+			t.RecoverAt, t.RebuildRequested = now.UTC(), cmd.Rebuild
+		}
+		t.UpdatedAt = now.UTC()
+		if err := w.PutTopic(ctx, t); err != nil {
+			return done, err
+		}
+		done = append(done, t.Topic)
+	}
+	if len(done) == 0 {
+		return nil, opErr("mirror %s has no started topic among %v", cmd.Mirror, cmd.Topics)
+	}
+	return done, nil
+}
+
+// DescribeRow is one partition of --describe.
+type DescribeRow struct {
+	Mirror            string `json:"mirror"`
+	Topic             string `json:"topic"`
+	Partition         int32  `json:"partition"`
+	SourceOffset      int64  `json:"sourceOffset"`      // source high watermark, -1 unknown
+	DestinationOffset int64  `json:"destinationOffset"` // destination log end, -1 unknown
+	Lag               int64  `json:"lag"`
+	State             string `json:"state"`
+	RetryAttempt      int    `json:"retryAttempt"`
+	ErrorMessage      string `json:"errorMessage"`
+	LastMirrorOffset  int64  `json:"lastMirrorOffset"`
+	LastMirrorEpoch   int32  `json:"lastMirrorEpoch"`
+	Owner             string `json:"owner,omitempty"`
+}
+
+// Describe returns every partition of the mirror (all mirrors when name is
+// ""), with live offsets from both clusters where they answer.
+func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error) {
+	cat, err := a.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if name != "" {
+		if _, ok := cat.Mirrors[name]; !ok {
+			return nil, opErr("mirror %s does not exist", name)
+		}
+	}
+	dst := &cluster{name: "destination", cl: a.cl, adm: kadm.NewClient(a.cl)}
+	var rows []DescribeRow
+	for _, mn := range cat.MirrorNames() {
+		if name != "" && mn != name {
+			continue
+		}
+		topics := cat.TopicsOf(mn)
+		if len(topics) == 0 {
+			continue
+		}
+		names := make([]string, len(topics))
+		for i, t := range topics {
+			names[i] = t.Topic
+		}
+		srcEnds := map[string]map[int32]int64{}
+		if src, err := sourceClient(cat.Mirrors[mn]); err == nil {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			srcEnds, _ = src.endOffsets(sctx, names...)
+			cancel()
+			src.close()
+		}
+		dstEnds, _ := dst.endOffsets(ctx, names...)
+		for _, t := range topics {
+			seen := map[int32]bool{}
+			for _, r := range cat.PartitionsOf(mn, t.Topic) {
+				seen[r.Partition] = true
+				rows = append(rows, describeRow(mn, t.Topic, r.Partition, &r, srcEnds, dstEnds))
+			}
+			for p := range srcEnds[t.Topic] {
+				if !seen[p] {
+					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds))
+				}
+			}
+		}
+	}
+	slices.SortFunc(rows, func(x, y DescribeRow) int {
+		if x.Mirror != y.Mirror {
+			return compareStrings(x.Mirror, y.Mirror)
+		}
+		if x.Topic != y.Topic {
+			return compareStrings(x.Topic, y.Topic)
+		}
+		return int(x.Partition - y.Partition)
+	})
+	return rows, nil
+}
+
+func describeRow(mirror, topic string, p int32, r *store.PartitionRecord, srcEnds, dstEnds map[string]map[int32]int64) DescribeRow {
+	row := DescribeRow{Mirror: mirror, Topic: topic, Partition: p, SourceOffset: -1, DestinationOffset: -1,
+		State: partition.Unknown.String(), LastMirrorOffset: -1, LastMirrorEpoch: -1}
+	if o, ok := srcEnds[topic][p]; ok {
+		row.SourceOffset = o
+	}
+	if o, ok := dstEnds[topic][p]; ok {
+		row.DestinationOffset = o
+	}
+	if row.SourceOffset >= 0 && row.DestinationOffset >= 0 {
+		row.Lag = max(0, row.SourceOffset-row.DestinationOffset)
+	}
+	if r != nil {
+		row.State, row.RetryAttempt, row.ErrorMessage = r.State.String(), r.Attempt, r.Error
+		row.LastMirrorOffset, row.LastMirrorEpoch, row.Owner = r.LastOffset, r.LastEpoch, r.Owner
+	}
+	return row
+}

@@ -1,0 +1,425 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/props"
+	"github.com/kmirror/kmirror/engine/store"
+)
+
+// GroupID is the consumer group every kmirror instance of a destination
+// joins on __mirror_state: the shards assigned to an instance are the mirror
+// topics it owns.
+const GroupID = "kmirror-instances"
+
+// coordinator makes an engine one of the instances that share the mirrors
+// recorded in __mirror_state. One goroutine (loop) owns the catalog and the
+// set of owned shards; a reader feeds it every record, the group member
+// feeds it assignment changes.
+type coordinator struct {
+	e      *Engine
+	w      *store.Writer
+	wcl    *kgo.Client
+	reader *kgo.Client
+	member *kgo.Client
+	in     chan coordMsg
+
+	mu  sync.Mutex
+	pub *store.Catalog // a copy for Snapshot, replaced as the catalog changes
+
+	// Owned by loop.
+	cat       *store.Catalog
+	owned     map[int32]bool
+	sent      map[store.PartitionRef]partition.Desired
+	recovered map[store.TopicRef]time.Time
+	failing   map[string]time.Time // mirrors that could not be opened, and when to try again
+}
+
+type coordMsg struct {
+	records  []*kgo.Record
+	assigned []int32
+	revoked  []int32
+	done     chan struct{} // closed once a revocation has stopped its runners
+}
+
+// Join makes the engine an instance of the mirrors recorded in the
+// destination's __mirror_state: it creates the topic if needed, reads it,
+// and joins the instances' consumer group; the topics of the shards the
+// group assigns are mirrored here. Join returns once the engine is reading.
+func (e *Engine) Join(ctx context.Context) error {
+	if e.coord != nil {
+		return errors.New("engine already joined")
+	}
+	if err := store.EnsureTopic(ctx, e.dst.adm); err != nil {
+		return err
+	}
+	base := append([]kgo.Opt{kgo.SeedBrokers(e.cfg.Destination...), kgo.ClientID(e.cfg.Instance)}, e.cfg.DestinationOpts...)
+	c := &coordinator{
+		e: e, in: make(chan coordMsg, 64),
+		cat: store.NewCatalog(), pub: store.NewCatalog(), owned: make(map[int32]bool),
+		sent: make(map[store.PartitionRef]partition.Desired), recovered: make(map[store.TopicRef]time.Time),
+		failing: make(map[string]time.Time),
+	}
+	var err error
+	if c.wcl, err = kgo.NewClient(append(slices.Clone(base), store.WriterOpts()...)...); err != nil {
+		return err
+	}
+	c.w = store.NewWriter(c.wcl)
+	if c.reader, err = kgo.NewClient(append(slices.Clone(base),
+		kgo.ConsumeTopics(store.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...); err != nil {
+		c.wcl.Close()
+		return err
+	}
+	if c.member, err = kgo.NewClient(append(slices.Clone(base),
+		kgo.ConsumerGroup(GroupID), kgo.ConsumeTopics(store.Topic), kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(time.Second),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			c.deliver(coordMsg{assigned: m[store.Topic]})
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.revoke(m[store.Topic]) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.revoke(m[store.Topic]) }),
+	)...); err != nil {
+		c.wcl.Close()
+		c.reader.Close()
+		return err
+	}
+	e.coord = c
+	e.wg.Go(func() { c.read(e.ctx, c.reader, true) })
+	e.wg.Go(func() { c.read(e.ctx, c.member, false) })
+	e.wg.Go(func() { c.loop(e.ctx) })
+	return nil
+}
+
+// deliver hands a message to the loop unless the engine is closing.
+func (c *coordinator) deliver(m coordMsg) bool {
+	select {
+	case c.in <- m:
+		return true
+	case <-c.e.ctx.Done():
+		return false
+	}
+}
+
+// revoke stops the runners of revoked shards before the group may hand
+// them to another instance; writer-epoch fencing covers an instance that
+// dies instead.
+func (c *coordinator) revoke(shards []int32) {
+	done := make(chan struct{})
+	if c.deliver(coordMsg{revoked: shards, done: done}) {
+		select {
+		case <-done:
+		case <-c.e.ctx.Done():
+		}
+	}
+}
+
+// read polls a client; the reader's records go to the loop, the group
+// member's are only polled so its membership progresses.
+func (c *coordinator) read(ctx context.Context, cl *kgo.Client, forward bool) {
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			return
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			c.e.emit(LevelWarn, "", t, p, fmt.Sprintf("reading %s: %v", store.Topic, err))
+		})
+		if forward {
+			if recs := fs.Records(); len(recs) > 0 && !c.deliver(coordMsg{records: recs}) {
+				return
+			}
+		}
+	}
+}
+
+// close leaves the group (releasing ownership) and closes the clients. The
+// runners are stopped by the engine before.
+func (c *coordinator) close() {
+	c.member.Close()
+	c.reader.Close()
+	c.wcl.Close()
+}
+
+// loop owns the catalog and the owned shards and keeps the runners of this
+// instance in line with them.
+func (c *coordinator) loop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-c.in:
+			c.handle(ctx, m)
+		case <-t.C:
+		}
+		c.reconcile(ctx)
+	}
+}
+
+func (c *coordinator) handle(ctx context.Context, m coordMsg) {
+	changed := false
+	for _, r := range m.records {
+		if _, ok, err := c.cat.Apply(r.Key, r.Value); err != nil {
+			c.e.emit(LevelError, "", store.Topic, r.Partition, fmt.Sprintf("skipped record %q at offset %d: %v", r.Key, r.Offset, err))
+		} else if ok {
+			changed = true
+		}
+	}
+	if changed {
+		cp := c.cat.Clone()
+		c.mu.Lock()
+		c.pub = cp
+		c.mu.Unlock()
+	}
+	for _, s := range m.assigned {
+		c.owned[s] = true
+	}
+	if len(m.revoked) > 0 {
+		for _, s := range m.revoked {
+			delete(c.owned, s)
+		}
+		c.release(ctx)
+		close(m.done)
+	}
+}
+
+// release stops the runners of topics this instance no longer owns.
+func (c *coordinator) release(context.Context) {
+	c.e.mu.Lock()
+	ms := make([]*mirror, 0, len(c.e.mirrors))
+	for _, m := range c.e.mirrors {
+		ms = append(ms, m)
+	}
+	c.e.mu.Unlock()
+	for _, m := range ms {
+		for _, t := range m.topicList() {
+			ref := store.TopicRef{Mirror: m.cfg.Name, Topic: t}
+			if _, ok := c.cat.Topics[ref]; ok && c.owned[store.TopicShard(ref.Mirror, ref.Topic)] {
+				continue
+			}
+			m.removeTopic(t)
+			for p := range c.sent {
+				if p.Mirror == ref.Mirror && p.Topic == ref.Topic {
+					delete(c.sent, p)
+				}
+			}
+		}
+	}
+}
+
+// reconcile starts runners for owned topics and delivers desired states and
+// recover requests to them.
+func (c *coordinator) reconcile(ctx context.Context) {
+	c.release(ctx)
+	refs := make([]store.TopicRef, 0, len(c.cat.Topics))
+	for ref := range c.cat.Topics {
+		if c.owned[store.TopicShard(ref.Mirror, ref.Topic)] {
+			refs = append(refs, ref)
+		}
+	}
+	slices.SortFunc(refs, func(a, b store.TopicRef) int {
+		if a.Mirror != b.Mirror {
+			return compareStrings(a.Mirror, b.Mirror)
+		}
+		return compareStrings(a.Topic, b.Topic)
+	})
+	for _, ref := range refs {
+		t := c.cat.Topics[ref]
+		def, ok := c.cat.Mirrors[ref.Mirror]
+		if !ok {
+			continue
+		}
+		m, err := c.mirror(ctx, def)
+		if err != nil {
+			continue
+		}
+		if len(m.runnersOf(ref.Topic)) == 0 {
+			c.startTopic(ctx, m, t)
+			continue
+		}
+		for _, r := range m.runnersOf(ref.Topic) {
+			pref := store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.partition}
+			if c.sent[pref] != t.Desired {
+				c.sent[pref] = t.Desired
+				_ = r.send(ctx, desiredEvent(t.Desired))
+			}
+		}
+		if t.RecoverAt.After(c.recovered[ref]) {
+			c.recovered[ref] = t.RecoverAt
+			for _, r := range m.runnersOf(ref.Topic) {
+				rec, ok := c.cat.Partitions[store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.partition}]
+				if ok && rec.State == partition.Failed && rec.UpdatedAt.Before(t.RecoverAt) {
+					_ = r.send(ctx, partition.Recover{Rebuild: t.RebuildRequested})
+				}
+			}
+		}
+	}
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// startTopic starts the runners of a newly owned topic from their records.
+func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDesired) {
+	recs := c.cat.PartitionsOf(t.Mirror, t.Topic)
+	setup := func(p int32) (partition.Status, []partition.Event) {
+		pref := store.PartitionRef{Mirror: t.Mirror, Topic: t.Topic, Partition: p}
+		c.sent[pref] = t.Desired
+		st := partition.Status{Config: m.cfg.retryConfig()}
+		var evs []partition.Event
+		if rec, ok := c.cat.Partitions[pref]; ok {
+			st = rec.Status(m.cfg.retryConfig())
+			if st.State != partition.Unknown {
+				evs = append(evs, partition.Restored{})
+			}
+		}
+		return st, append(evs, desiredEvent(t.Desired))
+	}
+	// With the source unreachable (or another cluster behind its
+	// bootstrap) the partitions are known from their records: a stop needs
+	// only the destination, and the others fail loudly in alignment.
+	var known []int32
+	for _, r := range recs {
+		known = append(known, r.Partition)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := m.addTopic(sctx, t.Topic, setup, c.persist, known); err != nil {
+		c.e.emit(LevelError, t.Mirror, t.Topic, -1, err.Error())
+	}
+}
+
+// persist writes a partition record; runners call it from their goroutines.
+func (c *coordinator) persist(ctx context.Context, r store.PartitionRecord) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return c.w.PutPartition(ctx, r)
+}
+
+// mirror returns the running mirror of def, opening it on first use.
+func (c *coordinator) mirror(ctx context.Context, def store.MirrorDef) (*mirror, error) {
+	c.e.mu.Lock()
+	m, ok := c.e.mirrors[def.Name]
+	c.e.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	if at, ok := c.failing[def.Name]; ok && c.e.now().Before(at) {
+		return nil, errors.New("retry later")
+	}
+	cfg, err := mirrorConfig(def)
+	if err == nil {
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		m, err = c.e.openMirror(octx, cfg, def.SourceClusterID)
+		cancel()
+	}
+	if err != nil {
+		c.failing[def.Name] = c.e.now().Add(10 * time.Second)
+		c.e.emit(LevelError, def.Name, "", -1, err.Error())
+		return nil, err
+	}
+	delete(c.failing, def.Name)
+	return m, nil
+}
+
+// mirrorConfig turns a persisted definition into the engine's settings.
+func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
+	s, err := props.ParseMirrorSettings(props.FromMap(def.Config))
+	if err != nil {
+		return MirrorConfig{}, fmt.Errorf("mirror %s: %w", def.Name, err)
+	}
+	sec, err := resolveSecrets(def.SourceConfig)
+	if err != nil {
+		return MirrorConfig{}, fmt.Errorf("mirror %s source: %w", def.Name, err)
+	}
+	opts, err := SecurityOpts(sec)
+	if err != nil {
+		return MirrorConfig{}, fmt.Errorf("mirror %s source: %w", def.Name, err)
+	}
+	cfg := MirrorConfig{
+		Name: def.Name, SourceBootstrap: def.SourceBootstrap, SourceOpts: opts,
+		NumFetchers: s.NumFetchers, RetryInitial: s.RetryInitialBackoff, RetryMax: s.RetryMaxBackoff,
+		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight,
+	}
+	return cfg, cfg.defaults()
+}
+
+func desiredEvent(d partition.Desired) partition.Event {
+	switch d {
+	case partition.DesiredPause:
+		return partition.Pause{}
+	case partition.DesiredStop:
+		return partition.Stop{}
+	case partition.DesiredStart, partition.DesiredNone:
+	}
+	return partition.Start{}
+}
+
+// control records an operator command in __mirror_state, as the CLI does.
+func (c *coordinator) control(ctx context.Context, cmd Command) error {
+	c.mu.Lock()
+	cat := c.pub
+	c.mu.Unlock()
+	_, err := SetDesired(ctx, c.w, cat, cmd, c.e.now())
+	if err == nil {
+		c.e.emit(LevelInfo, cmd.Mirror, fmt.Sprint(cmd.Topics), -1, "operator: "+cmd.Kind.String()+" recorded in "+store.Topic)
+	}
+	return err
+}
+
+// addRemote adds to a snapshot the partitions this instance does not run,
+// from their records: the console shows the whole mirror.
+func (c *coordinator) addRemote(s *Snapshot) {
+	c.mu.Lock()
+	cat := c.pub
+	c.mu.Unlock()
+	have := map[store.PartitionRef]bool{}
+	for _, m := range s.Mirrors {
+		for _, p := range m.Partitions {
+			have[store.PartitionRef{Mirror: m.Name, Topic: p.Topic, Partition: p.Partition}] = true
+		}
+	}
+	for _, name := range cat.MirrorNames() {
+		i := slices.IndexFunc(s.Mirrors, func(m MirrorSnapshot) bool { return m.Name == name })
+		if i < 0 {
+			def := cat.Mirrors[name]
+			s.Mirrors = append(s.Mirrors, MirrorSnapshot{Name: name, Source: ClusterInfo{ID: def.SourceClusterID, Bootstrap: def.SourceBootstrap}})
+			i = len(s.Mirrors) - 1
+		}
+		for _, r := range cat.PartitionsOf(name, "") {
+			if have[store.PartitionRef{Mirror: name, Topic: r.Topic, Partition: r.Partition}] {
+				continue
+			}
+			s.Mirrors[i].Partitions = append(s.Mirrors[i].Partitions, PartitionSnapshot{
+				Mirror: name, Topic: r.Topic, Partition: r.Partition, Owner: r.Owner,
+				State: r.State, PrevState: r.PrevState, Attempt: r.Attempt, NextRetry: r.NextRetry,
+				Error: r.Error, Retryable: r.Retryable,
+				SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1, SourceEpoch: -1, SourceLeader: -1,
+				LastOffset: r.LastOffset, LastEpoch: r.LastEpoch, WriterEpoch: r.WriterEpoch,
+			})
+		}
+		slices.SortFunc(s.Mirrors[i].Partitions, func(a, b PartitionSnapshot) int {
+			if a.Topic != b.Topic {
+				return compareStrings(a.Topic, b.Topic)
+			}
+			return int(a.Partition - b.Partition)
+		})
+	}
+	slices.SortFunc(s.Mirrors, func(a, b MirrorSnapshot) int { return compareStrings(a.Name, b.Name) })
+}

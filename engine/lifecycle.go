@@ -1,0 +1,330 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
+)
+
+// maxRealigns bounds the realignments MIRRORING tries on its own (after a
+// leader move, a timeout, a lost connection) before the partition is FAILED
+// and retried with the state machine's slower backoff.
+const maxRealigns = 6
+
+// run drives the partition through the state machine until ctx ends: each
+// event goes through partition.Step, whose actions are persisted, announced
+// and executed here, one at a time.
+func (r *runner) run(ctx context.Context, initial ...partition.Event) {
+	defer close(r.done)
+	defer func() {
+		if r.retry != nil {
+			r.retry.Stop()
+		}
+	}()
+	r.stats.setStatus(r.st)
+	for _, ev := range initial {
+		r.step(ctx, ev)
+	}
+	for ctx.Err() == nil {
+		if r.work != nil {
+			work := r.work
+			if ev := r.do(ctx, work); ev != nil {
+				if r.work == work {
+					r.work = nil
+				}
+				r.step(ctx, ev)
+			}
+			continue
+		}
+		var retry <-chan time.Time
+		if r.retry != nil {
+			retry = r.retry.C
+		}
+		select {
+		case <-ctx.Done():
+		case ev := <-r.ctl:
+			r.step(ctx, ev)
+		case <-retry:
+			r.retry = nil
+			r.step(ctx, partition.Tick{Now: r.m.e.now()})
+		}
+	}
+	_ = r.drain(context.Background()) // a closing engine still learns where its last batches landed
+}
+
+// send delivers an operator event to the runner, interrupting alignment,
+// fencing or fetching so it is seen at once.
+func (r *runner) send(ctx context.Context, ev partition.Event) error {
+	select {
+	case r.ctl <- ev:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.done:
+		return nil
+	}
+	r.workMu.Lock()
+	if r.cancelWork != nil {
+		r.cancelWork()
+	}
+	r.workMu.Unlock()
+	return nil
+}
+
+// step applies one event and runs the actions it produces, in order.
+func (r *runner) step(ctx context.Context, ev partition.Event) {
+	next, acts, err := partition.Apply(r.st, ev)
+	if err != nil {
+		if !errors.Is(err, partition.ErrStale) && isCommand(ev) {
+			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, err.Error())
+		}
+		return
+	}
+	r.st = next
+	r.stats.setStatus(r.st)
+	for _, a := range acts {
+		switch a := a.(type) {
+		case partition.Persist:
+			r.persistStatus(ctx, a.Status)
+		case partition.Emit:
+			lvl := LevelInfo
+			switch a.Severity {
+			case partition.SeverityWarn:
+				lvl = LevelWarn
+			case partition.SeverityError:
+				lvl = LevelError
+			}
+			r.m.e.emit(lvl, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("%s: %s", r.st.State, a.Message))
+		case partition.ScheduleRetry:
+			if r.retry != nil {
+				r.retry.Stop()
+			}
+			r.retry = time.NewTimer(max(0, a.At.Sub(r.m.e.now())))
+		case partition.Halt:
+			r.dropFetch()
+			_ = r.drain(ctx)
+			r.work = nil
+		case partition.StartAlignment, partition.StartFencing, partition.StartFetching,
+			partition.RemoveFetcher, partition.RunStopSequence, partition.StartULERecovery, partition.Rebuild:
+			r.work = a
+		}
+	}
+}
+
+func isCommand(ev partition.Event) bool {
+	switch ev.(type) {
+	case partition.Start, partition.Pause, partition.Resume, partition.Stop, partition.Recover:
+		return true
+	}
+	return false
+}
+
+// do runs one work action and returns its result event, or nil when an
+// operator event interrupted it (the event has then been stepped; if it was
+// rejected the same work runs again).
+func (r *runner) do(ctx context.Context, work partition.Action) partition.Event {
+	epoch := r.st.StateEpoch
+	wctx, cancel := context.WithCancel(ctx)
+	r.workMu.Lock()
+	r.cancelWork = cancel
+	r.workMu.Unlock()
+	defer func() {
+		r.workMu.Lock()
+		r.cancelWork = nil
+		r.workMu.Unlock()
+		cancel()
+	}()
+	select { // an event that arrived before the work started
+	case ev := <-r.ctl:
+		r.step(ctx, ev)
+		return nil
+	default:
+	}
+
+	var err error
+	var result partition.Event
+	switch a := work.(type) {
+	case partition.StartAlignment:
+		mode := partition.AlignResume
+		if err = r.align(wctx); err == nil {
+			if r.fillTo > r.pos || r.deleteTo > r.pos {
+				mode = partition.AlignFresh
+			}
+			result = partition.Aligned{Epoch: epoch, Mode: mode}
+		} else if errors.Is(err, ErrDiverged) && !a.Rebuild {
+			var om *OffsetMismatchError
+			if errors.As(err, &om) {
+				result, err = partition.AlignmentDiverged{Epoch: epoch, Reason: om.Error()}, nil
+			}
+		}
+	case partition.StartFencing:
+		if err = r.fence(wctx); err == nil {
+			result = partition.Fenced{Epoch: epoch, WriterID: r.writer.ProducerID, WriterEpoch: r.writer.ProducerEpoch}
+		}
+	case partition.StartFetching:
+		err = r.fetching(wctx)
+	case partition.RemoveFetcher:
+		r.dropFetch()
+		if err = r.drain(ctx); err == nil {
+			result = partition.FetcherRemoved{Epoch: epoch}
+		}
+	case partition.RunStopSequence:
+		if err = r.stop(ctx); err == nil {
+			result = partition.StopCompleted{Epoch: epoch}
+		}
+	case partition.StartULERecovery, partition.Rebuild:
+		err = &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: rebuild is not available in this version", ErrUnsupported)}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if wctx.Err() != nil { // interrupted by an operator event
+		select {
+		case ev := <-r.ctl:
+			r.step(ctx, ev)
+		default:
+		}
+		return nil
+	}
+	if err != nil {
+		return r.errorEvent(epoch, err)
+	}
+	return result
+}
+
+// fetching is MIRRORING. Transient trouble (leader moved, timeout, lost
+// connection, sequence error) is handled here by realigning from the
+// destination's log end, without leaving the state; only repeated failure
+// or a real fault ends it.
+func (r *runner) fetching(ctx context.Context) error {
+	for {
+		err := r.mirror(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !errors.Is(err, errRealign) {
+			return err
+		}
+		for {
+			if derr := r.drain(ctx); derr != nil && !errors.Is(derr, errRealign) {
+				return derr
+			}
+			r.dropFetch()
+			r.attempt++
+			if r.attempt > maxRealigns {
+				return err
+			}
+			r.stats.setError(err.Error(), true)
+			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "realigning: "+err.Error())
+			if !r.wait(ctx, r.backoff()) {
+				return ctx.Err()
+			}
+			if err = r.align(ctx); err == nil {
+				err = r.fence(ctx)
+			}
+			if err == nil {
+				break
+			}
+			if !isTransient(err) {
+				return err
+			}
+		}
+	}
+}
+
+// isTransient reports errors a realignment may cure.
+func isTransient(err error) bool {
+	var om *OffsetMismatchError
+	var pe *PartitionError
+	if errors.As(err, &om) || errors.As(err, &pe) {
+		return false
+	}
+	return errors.Is(err, errRealign) || retriable(err)
+}
+
+// errorEvent classifies a failure for the state machine.
+func (r *runner) errorEvent(epoch int64, err error) partition.Event {
+	cause, retryable := partition.CauseOther, true
+	var om *OffsetMismatchError
+	var pe *PartitionError
+	switch {
+	case errors.Is(err, ErrForeignWrite):
+		cause, retryable = partition.CauseForeignWrite, false
+	case errors.Is(err, ErrDiverged):
+		cause, retryable = partition.CauseDiverged, false
+	case errors.Is(err, ErrGap):
+		cause, retryable = partition.CauseGap, false
+	case errors.Is(err, ErrSourceClusterChanged):
+		cause, retryable = partition.CauseSourceClusterChanged, false
+	case errors.Is(err, ErrSourceTopicDeleted):
+		cause, retryable = partition.CauseSourceTopicDeleted, false
+	case errors.As(err, &om):
+		cause, retryable = partition.CauseOffsetMismatch, false
+	case errors.As(err, &pe):
+		retryable = pe.Retryable
+	case isTransient(err):
+		cause = partition.CauseTransient
+	}
+	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.m.e.now(), Jitter: rand.Float64()}
+}
+
+// persistStatus writes the partition's record before any action of the
+// transition runs. A destination that cannot take the write is retried:
+// acting on a state nobody can read back would let two owners disagree.
+func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
+	if r.persist == nil {
+		return
+	}
+	rec := r.record(st)
+	for attempt := 0; ; attempt++ {
+		err := r.persist(ctx, rec)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		r.stats.setError("persist state: "+err.Error(), true)
+		if !r.wait(ctx, min(time.Duration(100<<min(attempt, 6))*time.Millisecond, 5*time.Second)) {
+			return
+		}
+	}
+}
+
+// record builds the partition's __mirror_state value from its status and
+// its durable position.
+func (r *runner) record(st partition.Status) store.PartitionRecord {
+	rec := store.NewPartitionRecord(r.m.cfg.Name, r.topic, r.partition)
+	rec.SetStatus(st)
+	ps := r.stats.snapshot()
+	rec.LastOffset, rec.LastEpoch = ps.LastOffset, ps.LastEpoch
+	for _, l := range ps.Lineage {
+		rec.Lineage = append(rec.Lineage, store.EpochStart{Epoch: l.Epoch, Start: l.StartOffset})
+	}
+	if r.writer.ProducerID != 0 {
+		rec.WriterID, rec.WriterEpoch = r.writer.ProducerID, r.writer.ProducerEpoch
+	}
+	rec.Owner = r.m.e.cfg.Instance
+	rec.UpdatedAt = r.m.e.now()
+	return rec
+}
+
+// backoff is the capped full-jitter exponential delay for the current attempt.
+func (r *runner) backoff() time.Duration {
+	d := r.m.cfg.RetryInitial << min(r.attempt, 20)
+	d = min(d, r.m.cfg.RetryMax)
+	return time.Duration(rand.Float64() * float64(d))
+}
+
+// wait waits d or until ctx ends; it reports whether ctx is still live.
+func (r *runner) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

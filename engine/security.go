@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// SecurityOpts turns Kafka client security settings (security.protocol,
+// sasl.*, ssl.*) into franz-go options. Secret values must already be
+// resolved. PEM files are supported for trust and key stores.
+func SecurityOpts(cfg map[string]string) ([]kgo.Opt, error) {
+	proto := strings.ToUpper(cfg["security.protocol"])
+	if proto == "" {
+		proto = "PLAINTEXT"
+	}
+	var opts []kgo.Opt
+	switch proto {
+	case "PLAINTEXT":
+	case "SSL", "SASL_SSL":
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	case "SASL_PLAINTEXT":
+	default:
+		return nil, fmt.Errorf("security.protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", proto)
+	}
+	if strings.HasPrefix(proto, "SASL") {
+		user, pass, err := saslCredentials(cfg)
+		if err != nil {
+			return nil, err
+		}
+		switch mech := strings.ToUpper(cfg["sasl.mechanism"]); mech {
+		case "", "PLAIN":
+			opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+		case "SCRAM-SHA-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+		case "SCRAM-SHA-512":
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+		default:
+			return nil, fmt.Errorf("sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+		}
+	}
+	return opts, nil
+}
+
+// saslCredentials reads sasl.username/sasl.password, or the username and
+// password of a sasl.jaas.config.
+func saslCredentials(cfg map[string]string) (string, string, error) {
+	user, pass := cfg["sasl.username"], cfg["sasl.password"]
+	if jaas := cfg["sasl.jaas.config"]; jaas != "" {
+		user, pass = jaasField(jaas, "username"), jaasField(jaas, "password")
+	}
+	if user == "" {
+		return "", "", fmt.Errorf("SASL needs sasl.username and sasl.password, or sasl.jaas.config with username and password")
+	}
+	return user, pass, nil
+}
+
+// jaasField extracts name="value" from a JAAS configuration line.
+func jaasField(jaas, name string) string {
+	i := strings.Index(jaas, name+"=")
+	if i < 0 {
+		return ""
+	}
+	rest := strings.TrimPrefix(jaas[i+len(name)+1:], `"`)
+	if j := strings.IndexAny(rest, "\";"); j >= 0 {
+		return rest[:j]
+	}
+	return strings.TrimSpace(rest)
+}
+
+func tlsConfig(cfg map[string]string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if path := cfg["ssl.truststore.location"]; path != "" {
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("ssl.truststore.location: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ssl.truststore.location %s: no PEM certificate", path)
+		}
+		tc.RootCAs = pool
+	}
+	if path := cfg["ssl.keystore.location"]; path != "" {
+		cert, err := tls.LoadX509KeyPair(path, path)
+		if err != nil {
+			return nil, fmt.Errorf("ssl.keystore.location %s: want a PEM file with certificate and key: %w", path, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	if alg, ok := cfg["ssl.endpoint.identification.algorithm"]; ok && alg == "" {
+		// The operator turned hostname verification off: the chain is
+		// still verified against the trust store, only the name is not.
+		tc.InsecureSkipVerify = true
+		tc.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("tls: broker sent no certificate")
+			}
+			opts := x509.VerifyOptions{Roots: tc.RootCAs, Intermediates: x509.NewCertPool()}
+			for _, c := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(opts)
+			return err
+		}
+	}
+	return tc, nil
+}
