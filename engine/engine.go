@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-		"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/wire"

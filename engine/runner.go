@@ -34,8 +34,8 @@ type runner struct {
 	workMu     sync.Mutex
 	cancelWork context.CancelFunc // interrupts the work in progress for a command
 
-	src   route // source leader, epoch and topic id
-	dst   route // destination leader and topic id
+	src route // source leader, epoch and topic id
+	dst route // destination leader and topic id
 
 	pos       int64 // next offset to append: destination log end once in-flight batches land
 	acked     int64 // destination log end confirmed by the broker
