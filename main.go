@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,11 +30,26 @@ const (
 
 const usage = `kmirror mirrors Kafka topics between clusters at identical offsets.
 
-Usage:
-  kmirror demo [--no-drill] [--headless] [--theme T]   two embedded clusters, live traffic, the console
-  kmirror sandbox                                      only the two embedded clusters with traffic
-  kmirror help                                         this text
+Modes:
+  kmirror demo [--headless] [--theme T]    two embedded clusters, live traffic, mirror a-to-b, the console
+  kmirror sandbox                          only the two embedded clusters with traffic (for scripting)
+  kmirror run --bootstrap-server B         a headless instance: mirrors what __mirror_state on B says
+  kmirror console --bootstrap-server B     the console, with an in-process instance
+  kmirror help                             this text
 
+Actions (compatible with kafka-cluster-mirrors.sh; exactly one per call):
+  kmirror --bootstrap-server B [--command-config F] ACTION [options]
+    --create   --mirror N --mirror-config F [--allow-plaintext-secrets]
+    --delete   --mirror N                      (only when every topic is STOPPED)
+    --list
+    --describe [--mirror N] [--failed] [--json]
+    --start    --mirror N --topics LIST|REGEX [--exclude REGEX]
+    --pause    --mirror N [--topics LIST|REGEX]
+    --resume   --mirror N [--topics LIST|REGEX]
+    --stop     --mirror N [--topics LIST|REGEX]   (failover: the topics become writable)
+    --recover  --mirror N [--topics LIST|REGEX] [--rebuild]
+
+Exit codes: 0 success, 1 the operation failed, 2 usage error.
 Run "kmirror MODE --help" for the options of a mode.
 `
 
@@ -48,7 +64,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" {
+		return runAction(ctx, args, stdout, stderr)
+	}
 	switch args[0] {
+	case "run":
+		return runInstance(ctx, args[1:], stdout, stderr, false)
+	case "console":
+		return runInstance(ctx, args[1:], stdout, stderr, true)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr, false)
 	case "sandbox":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -241,7 +242,7 @@ func (a *Admin) Start(ctx context.Context, mirror string, sel TopicSelector, exc
 	if !ok {
 		return nil, opErr("mirror %s does not exist", mirror)
 	}
-	settings, err := props.ParseMirrorSettings(props.FromMap(def.Config))
+	settings, err := mirrorSettings(def)
 	if err != nil {
 		return nil, err
 	}
@@ -436,4 +437,18 @@ func describeRow(mirror, topic string, p int32, r *store.PartitionRecord, srcEnd
 		row.LastMirrorOffset, row.LastMirrorEpoch, row.Owner = r.LastOffset, r.LastEpoch, r.Owner
 	}
 	return row
+}
+
+// mirrorSettings parses a definition's mirror.* settings.
+func mirrorSettings(def store.MirrorDef) (props.MirrorSettings, error) {
+	m := maps.Clone(def.Config)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m["bootstrap.servers"] = strings.Join(def.SourceBootstrap, ",")
+	s, err := props.ParseMirrorSettings(props.FromMap(m))
+	if err != nil {
+		return s, fmt.Errorf("mirror %s: %w", def.Name, err)
+	}
+	return s, nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/props"
 	"github.com/kmirror/kmirror/engine/store"
 )
 
@@ -340,9 +339,9 @@ func (c *coordinator) mirror(ctx context.Context, def store.MirrorDef) (*mirror,
 
 // mirrorConfig turns a persisted definition into the engine's settings.
 func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
-	s, err := props.ParseMirrorSettings(props.FromMap(def.Config))
+	s, err := mirrorSettings(def)
 	if err != nil {
-		return MirrorConfig{}, fmt.Errorf("mirror %s: %w", def.Name, err)
+		return MirrorConfig{}, err
 	}
 	sec, err := resolveSecrets(def.SourceConfig)
 	if err != nil {

@@ -98,7 +98,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 			case partition.SeverityError:
 				lvl = LevelError
 			}
-			r.m.e.emit(lvl, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("%s: %s", r.st.State, a.Message))
+			r.m.e.emit(lvl, r.m.cfg.Name, r.topic, r.partition, a.Message)
 		case partition.ScheduleRetry:
 			if r.retry != nil {
 				r.retry.Stop()

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/tui"
+)
+
+// runInstance runs an engine instance that joins the destination's
+// __mirror_state: headless until SIGTERM, or behind the console.
+func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, console bool) int {
+	mode := "run"
+	if console {
+		mode = "console"
+	}
+	fs := flag.NewFlagSet("kmirror "+mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bootstrap := fs.String("bootstrap-server", "", "destination cluster bootstrap servers (host:port,...)")
+	cmdConfig := fs.String("command-config", "", "properties file with the destination client's security settings")
+	host, _ := os.Hostname()
+	instance := fs.String("instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's name, shown as the owner of its partitions")
+	var readOnly *bool
+	var theme, logFile *string
+	if console {
+		readOnly = fs.Bool("read-only", false, "watch only: no action keys")
+		theme = fs.String("theme", "dark", "dark, light or high-contrast (NO_COLOR is respected)")
+		logFile = fs.String("log-file", filepath.Join(os.TempDir(), "kmirror-console.log"), "where the engine writes its log")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if *bootstrap == "" || fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kmirror %s: --bootstrap-server is required and no argument is taken\n", mode)
+		return exitUsage
+	}
+	security, err := commandConfig(*cmdConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "kmirror %s: %s\n", mode, oneLine(err))
+		return exitFail
+	}
+	secOpts, err := engine.SecurityOpts(security)
+	if err != nil {
+		fmt.Fprintf(stderr, "kmirror %s: --command-config: %v\n", mode, err)
+		return exitFail
+	}
+	logOut := io.Writer(stderr)
+	if console {
+		lf, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintf(stderr, "kmirror console: log file: %v\n", err)
+			return exitFail
+		}
+		defer lf.Close()
+		logOut = lf
+	}
+	eng, err := engine.New(ctx, engine.Config{
+		Destination: strings.Split(*bootstrap, ","), DestinationOpts: secOpts,
+		Instance: *instance, Logger: slog.New(slog.NewTextHandler(logOut, nil)),
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "kmirror %s: %s\n", mode, oneLine(err))
+		return exitFail
+	}
+	defer eng.Close()
+	if err := eng.Join(ctx); err != nil {
+		fmt.Fprintf(stderr, "kmirror %s: %s\n", mode, oneLine(err))
+		return exitFail
+	}
+	if console {
+		if err := tui.Run(ctx, eng, tui.Options{ReadOnly: *readOnly, Theme: *theme, LogPath: *logFile}); err != nil {
+			fmt.Fprintf(stderr, "kmirror console: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "kmirror instance %s running against %s; SIGTERM stops it\n", *instance, *bootstrap)
+	<-ctx.Done()
+	return exitOK
+}
