@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/engine/enginetest"
+)
+
+// The test binary doubles as kmirror: with asMainEnv set it runs main, so
+// tests can start real `kmirror run` processes and kill them.
+const asMainEnv = "KMIRROR_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestCLIScripts runs every script under testdata/cli against a fresh pair
+// of clusters. See script.run for the commands.
+func TestCLIScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/cli/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
+			s := newScript(t)
+			s.run(f)
+		})
+	}
+}
+
+// script is one CLI scenario: kmirror commands and checks, one per line.
+type script struct {
+	t         *testing.T
+	src, dst  *enginetest.Cluster
+	work      string
+	stdout    string
+	stderr    string
+	marks     map[string][]int64
+	instances map[string]*exec.Cmd
+	mu        sync.Mutex
+}
+
+func newScript(t *testing.T) *script {
+	src, dst := enginetest.Pair(t)
+	s := &script{t: t, src: src, dst: dst, work: t.TempDir(), marks: map[string][]int64{}, instances: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		for _, c := range s.instances {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	})
+	return s
+}
+
+func (s *script) expand(v string) string {
+	return os.Expand(v, func(k string) string {
+		switch k {
+		case "SRC":
+			return strings.Join(s.src.Addrs(), ",")
+		case "DST":
+			return strings.Join(s.dst.Addrs(), ",")
+		case "WORK":
+			return s.work
+		case "UNREACHABLE":
+			return "127.0.0.1:1"
+		}
+		return "$" + k
+	})
+}
+
+// run executes a script. Commands:
+//
+//	exec [!N] ARGS...       run kmirror in process; exit code 0, or N
+//	[!]stdout RE            the last exec's stdout matches (does not match) RE
+//	[!]stderr RE            likewise for stderr
+//	file NAME LINE...       write a file in $WORK, one line per argument
+//	topic NAME PARTITIONS   create a source topic
+//	produce TOPIC N         write N records to every partition of a source topic
+//	instance NAME           start a `kmirror run` process
+//	kill NAME               SIGKILL it
+//	waitdescribe RE         repeat --describe until its output matches RE
+//	caughtup TOPIC          wait until the destination ends equal the source ends
+//	mark TOPIC              remember the destination ends
+//	unchanged TOPIC         the destination ends equal the marked ones
+//	identical TOPIC         batches and records identical on both sides
+func (s *script) run(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		args := strings.Fields(s.expand(line))
+		if err := s.command(args); err != nil {
+			s.t.Fatalf("%s:%d: %s: %v\nstdout:\n%s\nstderr:\n%s", path, n, line, err, s.stdout, s.stderr)
+		}
+	}
+}
+
+func (s *script) command(args []string) error {
+	ctx := context.Background()
+	switch args[0] {
+	case "exec":
+		want := 0
+		if strings.HasPrefix(args[1], "!") {
+			want, _ = strconv.Atoi(args[1][1:])
+			args = args[1:]
+		}
+		var out, errb bytes.Buffer
+		code := run(args[1:], &out, &errb)
+		s.stdout, s.stderr = out.String(), errb.String()
+		if code != want {
+			return fmt.Errorf("exit %d, want %d", code, want)
+		}
+	case "stdout", "!stdout", "stderr", "!stderr":
+		text := s.stdout
+		if strings.HasSuffix(args[0], "stderr") {
+			text = s.stderr
+		}
+		re, err := regexp.Compile(strings.Join(args[1:], " "))
+		if err != nil {
+			return err
+		}
+		if re.MatchString(text) == strings.HasPrefix(args[0], "!") {
+			return fmt.Errorf("%s %q: match is %v", args[0], re, !strings.HasPrefix(args[0], "!"))
+		}
+	case "file":
+		return os.WriteFile(filepath.Join(s.work, args[1]), []byte(strings.Join(args[2:], "\n")+"\n"), 0o600)
+	case "topic":
+		n, _ := strconv.Atoi(args[2])
+		s.src.CreateTopic(s.t, args[1], int32(n), nil)
+	case "produce":
+		n, _ := strconv.Atoi(args[2])
+		ends, err := enginetest.Ends(ctx, s.src.Client(s.t), args[1])
+		if err != nil {
+			return err
+		}
+		enginetest.Produce(s.t, s.src.Client(s.t, enginetest.ProducerOpts("zstd", true)...), args[1], int32(len(ends)), n, "script")
+	case "instance":
+		cmd := exec.Command(os.Args[0], "run", "--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--instance", args[1])
+		cmd.Env = append(os.Environ(), asMainEnv+"=1")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		s.instances[args[1]] = cmd
+	case "kill":
+		cmd := s.instances[args[1]]
+		delete(s.instances, args[1])
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			return err
+		}
+		_ = cmd.Wait()
+	case "waitdescribe":
+		re, err := regexp.Compile(strings.Join(args[1:], " "))
+		if err != nil {
+			return err
+		}
+		enginetest.Wait(s.t, 60*time.Second, func() (bool, string) {
+			var out, errb bytes.Buffer
+			run([]string{"--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--describe"}, &out, &errb)
+			s.stdout, s.stderr = out.String(), errb.String()
+			return re.MatchString(s.stdout), fmt.Sprintf("describe does not match %q:\n%s%s", re, s.stdout, s.stderr)
+		})
+	case "caughtup":
+		enginetest.Wait(s.t, 60*time.Second, func() (bool, string) {
+			se, err1 := enginetest.Ends(ctx, s.src.Client(s.t), args[1])
+			de, err2 := enginetest.Ends(ctx, s.dst.Client(s.t), args[1])
+			return err1 == nil && err2 == nil && slices.Equal(se, de), fmt.Sprintf("source %v destination %v (%v %v)", se, de, err1, err2)
+		})
+	case "mark", "unchanged":
+		de, err := enginetest.Ends(ctx, s.dst.Client(s.t), args[1])
+		if err != nil {
+			return err
+		}
+		if args[0] == "mark" {
+			s.marks[args[1]] = de
+		} else if !slices.Equal(de, s.marks[args[1]]) {
+			return fmt.Errorf("destination ends moved from %v to %v", s.marks[args[1]], de)
+		}
+	case "identical":
+		se, err := enginetest.Ends(ctx, s.src.Client(s.t), args[1])
+		if err != nil {
+			return err
+		}
+		for p := range se {
+			if _, err := enginetest.CompareBatches(ctx, s.src.Client(s.t), s.dst.Client(s.t), args[1], int32(p)); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	return nil
+}
