@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ type Config struct {
 	Logger          *slog.Logger
 	Now             func() time.Time // clock, default time.Now
 	ConnectTimeout  time.Duration    // how long New waits for the destination, default 30s
+	Jitter          func() float64   // full-jitter fraction in [0,1) for retries, default random
 }
 
 // Engine mirrors partitions. It is safe for concurrent use.
@@ -62,6 +64,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
+	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 30 * time.Second
 	}
@@ -85,6 +90,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil
 }
+
+func (e *Engine) jitter() float64 { return e.cfg.Jitter() }
 
 // Close stops every mirror and waits for the engine's goroutines.
 func (e *Engine) Close() {

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -274,4 +276,57 @@ func TestCorruptSourceBatchIsNeverAppended(t *testing.T) {
 	if err != nil || end != 20 {
 		t.Fatalf("destination end %d (%v), want 20: the corrupt batch must not be appended", end, err)
 	}
+}
+
+// TestFailedRetryBacksOffThenRecovers injects a persistent fetch error: the
+// partition goes FAILED and retries with exponentially growing delays
+// (jitter pinned, so the delays are exact), then mirrors again once the
+// fault is gone and its retry count is reset.
+func TestFailedRetryBacksOffThenRecovers(t *testing.T) {
+	src, dst := enginetest.Pair(t)
+	eng, err := engine.New(context.Background(), engine.Config{Destination: dst.Addrs(), Jitter: func() float64 { return 1 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+	src.CreateTopic(t, "flaky", 1, nil)
+	cl := src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "flaky", 1, 10, "first")
+	fault := src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "flaky", Err: kerr.NotLeaderForPartition, Count: -1})
+	if err := eng.StartMirror(context.Background(), engine.MirrorConfig{
+		Name: "a-to-b", SourceBootstrap: src.Addrs(), Topics: []string{"flaky"},
+		RetryInitial: 10 * time.Millisecond, RetryMax: 10 * time.Second,
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	retry := regexp.MustCompile(`\(retry (\d+) of 20 in (\d+)ms\)`)
+	var delays []int
+	deadline := time.After(60 * time.Second)
+	for len(delays) < 4 {
+		select {
+		case ev := <-eng.Events():
+			if m := retry.FindStringSubmatch(ev.Message); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				d, _ := strconv.Atoi(m[2])
+				if n != len(delays)+1 {
+					t.Fatalf("retry %d announced after %d retries: %q", n, len(delays), ev.Message)
+				}
+				delays = append(delays, d)
+			}
+		case <-deadline:
+			t.Fatalf("only %d retries announced: %v", len(delays), delays)
+		}
+	}
+	for i, want := range []int{10, 20, 40, 80} {
+		if delays[i] != want {
+			t.Fatalf("retry delays %v, want 10 20 40 80 ms (doubling from the initial backoff)", delays)
+		}
+	}
+	fault.Remove()
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		ps := eng.Snapshot().Mirrors[0].Partitions[0]
+		return ps.State == partition.Mirroring && ps.DestLogEnd == 10 && ps.Attempt == 0,
+			fmt.Sprintf("%s at %d, attempt %d: %s", ps.State, ps.DestLogEnd, ps.Attempt, ps.Error)
+	})
 }

@@ -269,7 +269,7 @@ func (r *runner) errorEvent(epoch int64, err error) partition.Event {
 	case isTransient(err):
 		cause = partition.CauseTransient
 	}
-	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.m.e.now(), Jitter: rand.Float64()}
+	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.m.e.now(), Jitter: r.m.e.jitter()}
 }
 
 // persistStatus writes the partition's record before any action of the

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/wire"
 )
 
@@ -92,6 +93,9 @@ func (r *runner) complete(ctx context.Context, f inflight) error {
 	}
 	r.acked = f.next
 	r.stats.appended(f.base, f.next, f.epoch, f.size, f.maxTs, f.epoch < 0)
+	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {
+		r.step(ctx, partition.Progressed{Epoch: r.st.StateEpoch})
+	}
 	return r.maybeDelete(ctx)
 }
 

@@ -185,6 +185,9 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %v", errRealign, err)
 	case retriable(err):
 		r.attempt++
+		if r.attempt > maxRealigns {
+			return &PartitionError{Topic: r.topic, Partition: r.partition, Retryable: true, Err: err}
+		}
 		r.stats.setError(err.Error(), true)
 		at := r.m.e.now()
 		if !r.wait(ctx, r.backoff()) {

@@ -25,12 +25,13 @@ const (
 	KindULERecovered
 	KindRestored
 	KindConfigure
+	KindProgressed
 )
 
 // EventKinds lists every event kind.
 var EventKinds = []EventKind{KindStart, KindPause, KindResume, KindStop, KindRecover,
 	KindAligned, KindAlignmentDiverged, KindFenced, KindFetcherRemoved, KindStopCompleted,
-	KindError, KindTick, KindULEDetected, KindULERecovered, KindRestored, KindConfigure}
+	KindError, KindTick, KindULEDetected, KindULERecovered, KindRestored, KindConfigure, KindProgressed}
 
 // String returns the event's name as logs and rejections show it.
 func (k EventKind) String() string {
@@ -65,6 +66,8 @@ func (k EventKind) String() string {
 		return "ule-recovered"
 	case KindRestored:
 		return "restored"
+	case KindProgressed:
+		return "progressed"
 	case KindConfigure:
 		return "configure"
 	}
@@ -181,6 +184,10 @@ type (
 	// work that was in flight in another process is started again from its
 	// safe beginning.
 	Restored struct{}
+	// Progressed: MIRRORING copied data again after the retries that led
+	// there. Only then is the retry count reset: reaching MIRRORING alone
+	// proves nothing when the fault strikes at the first fetch.
+	Progressed struct{ Epoch int64 }
 	// Configure replaces the retry settings; it takes effect at the next
 	// scheduled retry.
 	Configure struct{ Config Config }
@@ -202,6 +209,7 @@ func (ULEDetected) Kind() EventKind       { return KindULEDetected }
 func (ULERecovered) Kind() EventKind      { return KindULERecovered }
 func (Restored) Kind() EventKind          { return KindRestored }
 func (Configure) Kind() EventKind         { return KindConfigure }
+func (Progressed) Kind() EventKind        { return KindProgressed }
 
 func (Start) isEvent()             {}
 func (Pause) isEvent()             {}
@@ -219,6 +227,7 @@ func (ULEDetected) isEvent()       {}
 func (ULERecovered) isEvent()      {}
 func (Restored) isEvent()          {}
 func (Configure) isEvent()         {}
+func (Progressed) isEvent()        {}
 
 // resultEpoch returns the epoch a result carries; ok is false for events that
 // are not results.
@@ -239,6 +248,8 @@ func resultEpoch(ev Event) (epoch int64, ok bool) {
 	case ULEDetected:
 		return e.Epoch, true
 	case ULERecovered:
+		return e.Epoch, true
+	case Progressed:
 		return e.Epoch, true
 	}
 	return 0, false

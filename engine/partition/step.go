@@ -91,6 +91,8 @@ func Apply(s Status, ev Event) (Status, []Action, error) {
 	case Configure:
 		s.Config = e.Config
 		return s, nil, nil
+	case Progressed:
+		return onProgressed(s)
 	}
 	return s, nil, &RejectedError{State: s.State, Event: ev.Kind(), Reason: "unknown event"}
 }
@@ -109,10 +111,23 @@ func to(s Status, st State) Status {
 	if st != Failed {
 		s.PrevState, s.Error, s.Cause, s.Retryable, s.NextRetry = Unknown, "", CauseNone, false, time.Time{}
 	}
-	if st == Mirroring {
-		s.Attempt = 0
-	}
 	return s
+}
+
+// onProgressed resets the retry count once MIRRORING copies data again. It
+// is not a transition: the epoch stays, only the record is rewritten.
+func onProgressed(s Status) (Status, []Action, error) {
+	switch s.State {
+	case Mirroring:
+		if s.Attempt == 0 {
+			return noop(s)
+		}
+		s.Attempt = 0
+		return s, []Action{Persist{Status: s}}, nil
+	case Unknown, LogAlignment, EpochFencing, Pausing, Paused, Stopping, Stopped, Failed, ULERecovery:
+		return reject(s, KindProgressed, "not mirroring")
+	}
+	return reject(s, KindProgressed, "unknown state")
 }
 
 // moved returns the transition from → next with the contract's action order:

@@ -66,6 +66,8 @@ func sample(k EventKind) Event {
 		return Restored{}
 	case KindConfigure:
 		return Configure{}
+	case KindProgressed:
+		return Progressed{Epoch: epoch0}
 	}
 	panic("no sample for " + k.String())
 }
@@ -96,38 +98,38 @@ var (
 
 // want lists, per state, the outcome of every event kind in EventKinds order:
 // Start Pause Resume Stop Recover | Aligned Diverged Fenced FetcherRemoved
-// StopCompleted Error | Tick ULEDetected ULERecovered Restored Configure.
+// StopCompleted Error | Tick ULEDetected ULERecovered Restored Configure Progressed.
 var want = map[State][]cell{
 	Unknown: {to_(LogAlignment, StartAlignment{}), to_(Paused), rej, stopping, rej,
 		rej, rej, rej, rej, rej, rej,
-		nop, rej, rej, nop, nop},
+		nop, rej, rej, nop, nop, rej},
 	LogAlignment: {nop, to_(Pausing, RemoveFetcher{}), rej, stopping, rej,
 		to_(EpochFencing, StartFencing{}), to_(Failed, Halt{}), rej, rej, rej, failRetry,
-		nop, to_(ULERecovery, Halt{}, StartULERecovery{}), rej, to_(LogAlignment, StartAlignment{}), nop},
+		nop, to_(ULERecovery, Halt{}, StartULERecovery{}), rej, to_(LogAlignment, StartAlignment{}), nop, rej},
 	EpochFencing: {nop, to_(Pausing, RemoveFetcher{}), rej, stopping, rej,
 		rej, rej, to_(Mirroring, StartFetching{}), rej, rej, failRetry,
-		nop, rej, rej, to_(LogAlignment, StartAlignment{}), nop},
+		nop, rej, rej, to_(LogAlignment, StartAlignment{}), nop, rej},
 	Mirroring: {nop, to_(Pausing, RemoveFetcher{}), rej, stopping, rej,
 		rej, rej, rej, rej, rej, failRetry,
-		nop, to_(ULERecovery, Halt{}, StartULERecovery{}), rej, to_(LogAlignment, StartAlignment{}), nop},
+		nop, to_(ULERecovery, Halt{}, StartULERecovery{}), rej, to_(LogAlignment, StartAlignment{}), nop, nop},
 	Pausing: {rej, nop, rej, stopping, rej,
 		rej, rej, rej, to_(Paused), rej, failRetry,
-		nop, rej, rej, to_(Paused), nop},
+		nop, rej, rej, to_(Paused), nop, rej},
 	Paused: {to_(LogAlignment, StartAlignment{}), nop, to_(LogAlignment, StartAlignment{}), stopping, rej,
 		rej, rej, rej, rej, rej, rej,
-		nop, rej, rej, to_(Paused), nop},
+		nop, rej, rej, to_(Paused), nop, rej},
 	Stopping: {rej, rej, rej, nop, rej,
 		rej, rej, rej, rej, to_(Stopped), failRetry,
-		nop, rej, rej, to_(Stopping, RunStopSequence{}), nop},
+		nop, rej, rej, to_(Stopping, RunStopSequence{}), nop, rej},
 	Stopped: {to_(LogAlignment, StartAlignment{}), rej, rej, nop, rej,
 		rej, rej, rej, rej, rej, rej,
-		nop, rej, rej, to_(Stopped), nop},
+		nop, rej, rej, to_(Stopped), nop, rej},
 	Failed: {rej, to_(Paused), rej, stopping, to_(LogAlignment, StartAlignment{}),
 		rej, rej, rej, rej, rej, rej,
-		to_(LogAlignment, StartAlignment{}), rej, rej, to_(Failed, ScheduleRetry{At: t0}), nop},
+		to_(LogAlignment, StartAlignment{}), rej, rej, to_(Failed, ScheduleRetry{At: t0}), nop, rej},
 	ULERecovery: {nop, rej, rej, stopping, rej,
 		rej, rej, rej, rej, rej, failRetry,
-		nop, rej, to_(LogAlignment, StartAlignment{}), to_(ULERecovery, StartULERecovery{}), nop},
+		nop, rej, to_(LogAlignment, StartAlignment{}), to_(ULERecovery, StartULERecovery{}), nop, rej},
 }
 
 func TestStepTable(t *testing.T) {
@@ -277,7 +279,7 @@ func TestRetryBackoffGrowsCapsAndExhausts(t *testing.T) {
 	}
 }
 
-func TestAttemptResetOnReachingMirroring(t *testing.T) {
+func TestAttemptResetOnProgressInMirroring(t *testing.T) {
 	s, _ := mustStep(t, Status{}, Start{})
 	s, _ = mustStep(t, s, Error{Epoch: s.StateEpoch, Err: "x", Retryable: true, Now: t0, Jitter: 0.1})
 	s, _ = mustStep(t, s, Tick{Now: s.NextRetry})
@@ -286,8 +288,17 @@ func TestAttemptResetOnReachingMirroring(t *testing.T) {
 		t.Fatalf("attempt dropped before MIRRORING: %d", s.Attempt)
 	}
 	s, _ = mustStep(t, s, Fenced{Epoch: s.StateEpoch})
-	if s.State != Mirroring || s.Attempt != 0 {
-		t.Fatalf("got %s attempt %d, want MIRRORING attempt 0", s.State, s.Attempt)
+	if s.State != Mirroring || s.Attempt != 1 {
+		t.Fatalf("got %s attempt %d, want MIRRORING attempt 1: reaching MIRRORING proves nothing yet", s.State, s.Attempt)
+	}
+	epoch := s.StateEpoch
+	var acts []Action
+	s, acts = mustStep(t, s, Progressed{Epoch: s.StateEpoch})
+	if s.State != Mirroring || s.Attempt != 0 || s.StateEpoch != epoch || len(acts) != 1 || acts[0] != (Persist{Status: s}) {
+		t.Fatalf("progress: %s attempt %d epoch %d actions %v, want MIRRORING attempt 0, same epoch, persisted", s.State, s.Attempt, s.StateEpoch, acts)
+	}
+	if next, acts := mustStep(t, s, Progressed{Epoch: s.StateEpoch}); next != s || acts != nil {
+		t.Fatalf("second progress changed %+v %v", next, acts)
 	}
 	s, _ = mustStep(t, s, Error{Epoch: s.StateEpoch, Err: "x", Retryable: true, Now: t0, Jitter: 1})
 	if s.Attempt != 1 || !s.NextRetry.Equal(t0.Add(DefaultInitialBackoff)) {
