@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -215,4 +216,75 @@ func (s *script) command(args []string) error {
 		return fmt.Errorf("unknown command %q", args[0])
 	}
 	return nil
+}
+
+// TestInstancesShareAndTakeOver runs two `kmirror run` processes on one
+// mirror: both own topics; one is SIGKILLed mid-stream and the other takes
+// its topics over, with offsets and bytes still identical.
+func TestInstancesShareAndTakeOver(t *testing.T) {
+	s := newScript(t)
+	var topics []string
+	for i := range 6 {
+		topic := fmt.Sprintf("t%d", i)
+		topics = append(topics, topic)
+		s.command([]string{"topic", topic, "2"})
+		s.command([]string{"produce", topic, "50"})
+	}
+	must := func(args ...string) {
+		t.Helper()
+		if err := s.command(args); err != nil {
+			t.Fatalf("%v: %v\n%s%s", args, err, s.stdout, s.stderr)
+		}
+	}
+	must("file", "m.properties", "bootstrap.servers="+strings.Join(s.src.Addrs(), ","))
+	must("exec", "--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--create", "--mirror", "a-to-b", "--mirror-config", filepath.Join(s.work, "m.properties"))
+	must("exec", "--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--start", "--mirror", "a-to-b", "--topics", "t.*")
+	must("instance", "one")
+	must("instance", "two")
+
+	owners := func() map[string]int {
+		var out, errb bytes.Buffer
+		run([]string{"--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--describe", "--json"}, &out, &errb)
+		var rows []struct {
+			State, Owner string
+		}
+		_ = json.Unmarshal(out.Bytes(), &rows)
+		got := map[string]int{}
+		for _, r := range rows {
+			if r.State == "MIRRORING" {
+				got[r.Owner]++
+			}
+		}
+		return got
+	}
+	enginetest.Wait(t, 90*time.Second, func() (bool, string) {
+		o := owners()
+		return len(o) == 2 && o["one"]+o["two"] == 12, fmt.Sprintf("MIRRORING partitions by owner: %v", o)
+	})
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, topic := range topics {
+				enginetest.Produce(t, s.src.Client(t, enginetest.ProducerOpts("lz4", true)...), topic, 2, 20, fmt.Sprintf("r%d", round))
+			}
+		}
+	})
+	must("kill", "one")
+	enginetest.Wait(t, 90*time.Second, func() (bool, string) {
+		o := owners()
+		return len(o) == 1 && o["two"] == 12, fmt.Sprintf("MIRRORING partitions by owner: %v", o)
+	})
+	close(stop)
+	wg.Wait()
+	for _, topic := range topics {
+		must("caughtup", topic)
+		must("identical", topic)
+	}
 }

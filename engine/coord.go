@@ -182,11 +182,16 @@ func (c *coordinator) handle(ctx context.Context, m coordMsg) {
 	for _, s := range m.assigned {
 		c.owned[s] = true
 	}
+	for _, s := range m.revoked {
+		delete(c.owned, s)
+	}
+	if len(m.assigned) > 0 || len(m.revoked) > 0 {
+		c.e.emit(LevelInfo, "", store.Topic, -1, fmt.Sprintf("ownership: %d shards assigned, %d revoked; owning %d of %d", len(m.assigned), len(m.revoked), len(c.owned), store.Partitions))
+	}
 	if len(m.revoked) > 0 {
-		for _, s := range m.revoked {
-			delete(c.owned, s)
-		}
 		c.release(ctx)
+	}
+	if m.done != nil {
 		close(m.done)
 	}
 }
