@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/kmirror/kmirror/engine/enginetest"
 )
 
@@ -287,4 +289,68 @@ func TestInstancesShareAndTakeOver(t *testing.T) {
 		must("caughtup", topic)
 		must("identical", topic)
 	}
+}
+
+// TestSourceClusterChangeFailsUntilRecovered points a running mirror's
+// bootstrap at another cluster (the source is replaced on the same ports):
+// every partition goes FAILED, non-retryable, naming both cluster ids. With
+// the right cluster back, --recover resumes mirroring.
+func TestSourceClusterChangeFailsUntilRecovered(t *testing.T) {
+	dir := t.TempDir()
+	src := enginetest.NewCluster(t, "kmirror-test-source", kfake.DataDir(dir))
+	dst := enginetest.NewCluster(t, "kmirror-test-destination")
+	s := &script{t: t, src: src, dst: dst, work: t.TempDir(), marks: map[string][]int64{}, instances: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		for _, c := range s.instances {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	})
+	must := func(args ...string) {
+		t.Helper()
+		if err := s.command(args); err != nil {
+			t.Fatalf("%v: %v\n%s%s", args, err, s.stdout, s.stderr)
+		}
+	}
+	must("topic", "orders", "2")
+	must("produce", "orders", "30")
+	must("file", "m.properties", "bootstrap.servers="+strings.Join(src.Addrs(), ","))
+	B := strings.Join(dst.Addrs(), ",")
+	must("exec", "--bootstrap-server", B, "--create", "--mirror", "a-to-b", "--mirror-config", filepath.Join(s.work, "m.properties"))
+	must("exec", "--bootstrap-server", B, "--start", "--mirror", "a-to-b", "--topics", "orders")
+	must("instance", "i1")
+	must("caughtup", "orders")
+
+	var ports []int
+	for _, a := range src.Addrs() {
+		_, p, _ := strings.Cut(a, ":")
+		n, _ := strconv.Atoi(p)
+		ports = append(ports, n)
+	}
+	src.Close()
+	other, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("some-other-cluster"), kfake.Ports(ports...), kfake.SeedTopics(2, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must("waitdescribe", `(?s)orders\s+0\s+.*FAILED.*orders\s+1\s+.*FAILED`)
+	must("exec", "--bootstrap-server", B, "--describe", "--failed")
+	must("stdout", `some-other-cluster`)
+	must("stdout", `kmirror-test-source`)
+	must("stdout", `orders\s+0\s+\S+\s+30\s+\S+\s+FAILED\s+\d+\s+`)
+
+	// Retrying does not help: the partitions wait for an operator.
+	other.Close()
+	fixed, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("kmirror-test-source"), kfake.Ports(ports...), kfake.DataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fixed.Close)
+	s.src = &enginetest.Cluster{Cluster: fixed, ID: "kmirror-test-source"}
+	must("exec", "--bootstrap-server", B, "--describe")
+	must("stdout", `orders\s+0\s+30\s+30\s+0\s+FAILED`)
+	must("exec", "--bootstrap-server", B, "--recover", "--mirror", "a-to-b", "--topics", "orders")
+	must("waitdescribe", `(?s)orders\s+0\s+30\s+30\s+0\s+MIRRORING.*orders\s+1\s+30\s+30\s+0\s+MIRRORING`)
+	must("produce", "orders", "20")
+	must("caughtup", "orders")
+	must("identical", "orders")
 }
