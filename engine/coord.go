@@ -12,6 +12,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // GroupID is the consumer group every kmirror instance of a destination
@@ -282,18 +283,21 @@ func compareStrings(a, b string) int {
 // startTopic starts the runners of a newly owned topic from their records.
 func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDesired) {
 	recs := c.cat.PartitionsOf(t.Mirror, t.Topic)
-	setup := func(p int32) (partition.Status, []partition.Event) {
+	setup := func(p int32) runnerInit {
 		pref := store.PartitionRef{Mirror: t.Mirror, Topic: t.Topic, Partition: p}
 		c.sent[pref] = t.Desired
-		st := partition.Status{Config: m.cfg.retryConfig()}
-		var evs []partition.Event
+		init := runnerInit{status: partition.Status{Config: m.cfg.retryConfig()}}
 		if rec, ok := c.cat.Partitions[pref]; ok {
-			st = rec.Status(m.cfg.retryConfig())
-			if st.State != partition.Unknown {
-				evs = append(evs, partition.Restored{})
+			init.status = rec.Status(m.cfg.retryConfig())
+			if init.status.State != partition.Unknown {
+				init.events = append(init.events, partition.Restored{})
+			}
+			for _, p := range rec.Txns {
+				init.txns = append(init.txns, txn.Producer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 			}
 		}
-		return st, append(evs, desiredEvent(t.Desired))
+		init.events = append(init.events, desiredEvent(t.Desired))
+		return init
 	}
 	// With the source unreachable (or another cluster behind its
 	// bootstrap) the partitions are known from their records: a stop needs
@@ -359,7 +363,7 @@ func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
 	cfg := MirrorConfig{
 		Name: def.Name, SourceBootstrap: def.SourceBootstrap, SourceOpts: opts,
 		NumFetchers: s.NumFetchers, RetryInitial: s.RetryInitialBackoff, RetryMax: s.RetryMaxBackoff,
-		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight,
+		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight, GapFill: s.GapPolicy == "fill",
 	}
 	return cfg, cfg.defaults()
 }

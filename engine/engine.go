@@ -127,8 +127,8 @@ func (e *Engine) StartMirror(ctx context.Context, cfg MirrorConfig) error {
 	topics := slices.Clone(cfg.Topics)
 	slices.Sort(topics)
 	for _, t := range slices.Compact(topics) {
-		start := func(int32) (partition.Status, []partition.Event) {
-			return partition.Status{Config: cfg.retryConfig()}, []partition.Event{partition.Start{}}
+		start := func(int32) runnerInit {
+			return runnerInit{status: partition.Status{Config: cfg.retryConfig()}, events: []partition.Event{partition.Start{}}}
 		}
 		if err := m.addTopic(ctx, t, start, nil, nil); err != nil {
 			return err

@@ -23,6 +23,8 @@ var (
 	ErrSourceClusterChanged = errors.New("source cluster changed")
 	// ErrSourceTopicDeleted: the source topic is gone.
 	ErrSourceTopicDeleted = errors.New("source topic deleted")
+	// ErrTxnAborted: the destination aborted a mirrored transaction by itself.
+	ErrTxnAborted = errors.New("mirrored transaction aborted by the destination")
 	// errRealign asks the runner to re-read the destination and start again.
 	errRealign = errors.New("realign")
 )

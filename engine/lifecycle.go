@@ -260,6 +260,8 @@ func (r *runner) errorEvent(epoch int64, err error) partition.Event {
 		cause, retryable = partition.CauseGap, false
 	case errors.Is(err, ErrSourceClusterChanged):
 		cause, retryable = partition.CauseSourceClusterChanged, false
+	case errors.Is(err, ErrTxnAborted):
+		cause, retryable = partition.CauseTxnAborted, false
 	case errors.Is(err, ErrSourceTopicDeleted):
 		cause, retryable = partition.CauseSourceTopicDeleted, false
 	case errors.As(err, &om):
@@ -304,6 +306,15 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 	}
 	if r.writer.ProducerID != 0 {
 		rec.WriterID, rec.WriterEpoch = r.writer.ProducerID, r.writer.ProducerEpoch
+	}
+	if r.txm != nil {
+		for _, p := range r.txm.Open() {
+			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
+		}
+	} else {
+		for _, p := range r.restoredTxns {
+			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
+		}
 	}
 	rec.Owner = r.m.e.cfg.Instance
 	rec.UpdatedAt = r.m.e.now()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // MirrorConfig defines one mirror: where its source is and what it copies.
@@ -33,6 +34,7 @@ type MirrorConfig struct {
 	RetryAttempts       int           // retries before a FAILED partition waits for recover, default 20
 	CheckInterval       time.Duration // destination log-end check and rate period, default 1s
 	MaxInFlight         int           // batches in flight per partition (mirror.max.inflight, 1..5), default 5
+	GapFill             bool          // mirror.gap.policy=fill: tombstones stand in for missing source offsets
 }
 
 func (c *MirrorConfig) defaults() error {
@@ -118,9 +120,16 @@ func (m *mirror) runners() []*runner {
 	return out
 }
 
-// partitionSetup says how a new runner starts: its persisted status and the
-// events it is fed first.
-type partitionSetup func(p int32) (partition.Status, []partition.Event)
+// runnerInit is how a new runner starts: its persisted status, the events it
+// is fed first, and the mirrored transactions it must continue.
+type runnerInit struct {
+	status partition.Status
+	events []partition.Event
+	txns   []txn.Producer
+}
+
+// partitionSetup says how the runner of partition p starts.
+type partitionSetup func(p int32) runnerInit
 
 // addTopic creates the destination topic if needed and starts a runner for
 // every source partition of topic that has none yet. When the source cannot
@@ -143,9 +152,10 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		if exists {
 			continue
 		}
-		st, initial := setup(p)
-		r := newRunner(m, topic, p, newPartStats(m.cfg.Name, topic, p), st)
-		r.persist = persist
+		init := setup(p)
+		initial := init.events
+		r := newRunner(m, topic, p, newPartStats(m.cfg.Name, topic, p), init.status)
+		r.persist, r.restoredTxns, r.gapFill = persist, init.txns, m.cfg.GapFill
 		rctx, cancel := context.WithCancel(m.ctx)
 		r.cancel = cancel
 		m.mu.Lock()

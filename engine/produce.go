@@ -29,6 +29,7 @@ type inflight struct {
 	epoch   int32 // source leader epoch of the batch, -1 for a filler
 	size    int64
 	maxTs   int64
+	txn     *batch.Header // the source header of a mirrored transaction's batch
 }
 
 // issue rewrites b for the partition's writer identity and sends it to the
@@ -36,7 +37,16 @@ type inflight struct {
 // partition are issued in order on one connection, so the broker sees their
 // sequences in order.
 func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, epoch int32, maxTs int64) (inflight, error) {
-	w := r.writer
+	f, err := r.issueAs(ctx, r.writer, nil, b, base, count, epoch, maxTs)
+	if err == nil {
+		r.writer.BaseSequence = nextSequence(r.writer.BaseSequence, count)
+	}
+	return f, err
+}
+
+// issueAs sends b with writer identity w; txnID is set for a mirrored
+// transaction's data (the broker checks it against the producer id).
+func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b []byte, base int64, count int32, epoch int32, maxTs int64) (inflight, error) {
 	batch.Transform(b, w)
 	conn, err := r.m.e.conns.get(ctx, r.dst.leader)
 	if err != nil {
@@ -45,6 +55,7 @@ func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, e
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30_000
+	req.TransactionID = txnID
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = r.topic
 	rt.TopicID = r.dst.topicID
@@ -58,7 +69,6 @@ func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, e
 		r.m.e.conns.failed(r.dst.leader, conn, err)
 		return inflight{}, fmt.Errorf("%w: produce to destination broker %d: %v", errRealign, r.dst.leader, err)
 	}
-	r.writer.BaseSequence = nextSequence(w.BaseSequence, count)
 	return inflight{pending: p, conn: conn, broker: r.dst.leader, base: base, next: base + int64(count), epoch: epoch, size: int64(len(b)), maxTs: maxTs}, nil
 }
 
@@ -69,6 +79,16 @@ func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, e
 // in-flight batches the broker applied, mirroring resumes exactly after it,
 // and a batch still travelling under the old epoch is fenced.
 func (r *runner) complete(ctx context.Context, f inflight) error {
+	err := r.completeOnce(ctx, f)
+	if err != nil && f.txn != nil && r.txm != nil {
+		if terr := r.txm.ProduceFailed(ctx, *f.txn, err); terr != nil {
+			return r.txnError(terr)
+		}
+	}
+	return err
+}
+
+func (r *runner) completeOnce(ctx context.Context, f inflight) error {
 	resp, err := f.pending.Wait(ctx)
 	if err != nil {
 		r.m.e.conns.failed(f.broker, f.conn, err)
@@ -192,6 +212,11 @@ func (r *runner) align(ctx context.Context) error {
 	}
 	r.pos, r.acked = dstEnd, dstEnd
 	r.dropFetch()
+	if r.txm != nil {
+		if err := r.txm.Resync(ctx); err != nil {
+			return r.txnError(err)
+		}
+	}
 	return nil
 }
 
@@ -305,6 +330,12 @@ func (r *runner) fill(ctx context.Context, to int64) error {
 // append can land, then STOPPED. It needs only the destination.
 func (r *runner) stop(ctx context.Context) error {
 	r.dropFetch()
+	if err := r.drain(ctx); err != nil && !isTransient(err) {
+		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "stopping: "+err.Error())
+	}
+	if err := r.abortOpen(ctx); err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		err := r.fence(ctx)
 		var om *OffsetMismatchError

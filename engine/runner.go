@@ -12,6 +12,7 @@ import (
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // runner owns one mirrored partition: its position, its writer identity and
@@ -53,6 +54,11 @@ type runner struct {
 	maxBytes    int32
 
 	attempt int // consecutive transient failures inside MIRRORING, for backoff
+
+	txm          *txn.Mapper    // mirrored transactions; created at the first alignment
+	restoredTxns []txn.Producer // from the partition record, for the first alignment
+	openTxns     int            // open mirrored transactions last persisted
+	gapFill      bool           // mirror.gap.policy=fill
 }
 
 func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
@@ -203,40 +209,59 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 }
 
 // appendBatch checks one source batch against the destination position,
-// rewrites it for the writer identity and appends it.
+// rewrites it for its writer identity and appends it.
 func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte) error {
 	switch {
 	case h.NextOffset() <= r.pos:
 		return nil // already on the destination (the fetch began inside it)
 	case h.BaseOffset < r.pos:
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: h.BaseOffset, Actual: r.pos, Cause: ErrDiverged}
-	case h.BaseOffset > r.pos:
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source offsets %d..%d are missing (compacted or deleted); mirror.gap.policy=fill is needed", ErrGap, r.pos, h.BaseOffset-1)}
 	}
 	if err := batch.VerifyCRC(b); err != nil {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
 	}
-	if h.IsControl() || h.IsTransactional() {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: transactional batch at offset %d (transactions are not mirrored by this version)", ErrUnsupported, h.BaseOffset)}
-	}
-	if h.HasGap() {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: batch at offset %d holds %d records for %d offsets (compacted); mirror.gap.policy=fill is needed", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)}
-	}
-	r.lastEpoch = h.LeaderEpoch
-	if len(r.inflight) >= r.maxInFlight {
-		f := r.inflight[0]
-		r.inflight = r.inflight[1:]
-		if err := r.complete(ctx, f); err != nil {
+	if h.BaseOffset > r.pos {
+		if err := r.fillGap(ctx, h.BaseOffset, h.BaseTimestamp); err != nil {
 			return err
 		}
 	}
-	f, err := r.issue(ctx, b, h.BaseOffset, h.LastOffsetDelta+1, h.LeaderEpoch, h.MaxTimestamp)
+	r.lastEpoch = h.LeaderEpoch
+	if h.IsControl() {
+		return r.appendControl(ctx, h, b)
+	}
+	if h.HasGap() {
+		nb, err := r.rebuildGapBatch(h, b)
+		if err != nil {
+			return err
+		}
+		b = nb
+	}
+	if err := r.makeRoom(ctx); err != nil {
+		return err
+	}
+	var f inflight
+	var err error
+	if h.IsTransactional() {
+		f, err = r.issueTxn(ctx, h, b)
+	} else {
+		f, err = r.issue(ctx, b, h.BaseOffset, h.LastOffsetDelta+1, h.LeaderEpoch, h.MaxTimestamp)
+	}
 	if err != nil {
 		return err
 	}
 	r.inflight = append(r.inflight, f)
 	r.pos = h.NextOffset()
 	return nil
+}
+
+// makeRoom waits for the oldest in-flight batch when the pipeline is full.
+func (r *runner) makeRoom(ctx context.Context) error {
+	if len(r.inflight) < r.maxInFlight {
+		return nil
+	}
+	f := r.inflight[0]
+	r.inflight = r.inflight[1:]
+	return r.complete(ctx, f)
 }
 
 // oldestDone is closed when the oldest in-flight batch has its answer; nil

@@ -143,3 +143,15 @@ func (s *partStats) updateRate(now time.Time) {
 	}
 	s.rateAt, s.rateBytes, s.rateBatch = now, s.ps.BytesCopied, s.ps.BatchesCopied
 }
+
+func (s *partStats) setOpenTxns(n int) {
+	s.mu.Lock()
+	s.ps.OpenTxns = n
+	s.mu.Unlock()
+}
+
+func (s *partStats) addFiller() {
+	s.mu.Lock()
+	s.ps.FillerBatches++
+	s.mu.Unlock()
+}

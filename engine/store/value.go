@@ -98,6 +98,22 @@ type PartitionRecord struct {
 	WriterEpoch int16        `json:"writerEpoch"`
 	Owner       string       `json:"owner,omitempty"`
 	UpdatedAt   time.Time    `json:"updatedAt,omitzero"`
+	// Txns are the destination transactional producers mirroring the
+	// source's transactions on this partition. An open one must be continued
+	// after a restart, never re-initialised (that would abort it and write a
+	// marker the source does not have).
+	Txns []TxnProducer `json:"txns,omitempty"`
+}
+
+// TxnProducer is one mapped transactional producer of a partition.
+type TxnProducer struct {
+	SourcePID   int64  `json:"sourcePid"`
+	TxnID       string `json:"txnId"`
+	PID         int64  `json:"pid"`
+	Epoch       int16  `json:"epoch"`
+	NextSeq     int32  `json:"nextSeq"`
+	Open        bool   `json:"open,omitempty"`
+	FirstOffset int64  `json:"firstOffset"`
 }
 
 // NewPartitionRecord returns a record with nothing mirrored yet.

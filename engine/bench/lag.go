@@ -1,0 +1,322 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// lagResult is the replication lag the engine adds under a steady load.
+type lagResult struct {
+	TargetMBPerS   float64 `json:"target_mb_per_s"`
+	AchievedMBPerS float64 `json:"achieved_mb_per_s"`
+	BatchRecords   int     `json:"batch_records"`
+	BatchInterval  float64 `json:"batch_interval_ms"`
+	Samples        int     `json:"samples"`
+	Missing        int     `json:"missing"` // acknowledged batches never seen on the destination
+	P50AddedMs     float64 `json:"p50_added_ms"`
+	P99AddedMs     float64 `json:"p99_added_ms"`
+	MaxAddedMs     float64 `json:"max_added_ms"`
+	// The same reader on the source: how late a consumer sees a batch
+	// without any mirror. It is part of the added figures too.
+	SourceP50Ms float64 `json:"source_read_p50_ms"`
+	SourceP99Ms float64 `json:"source_read_p99_ms"`
+}
+
+// sent is one paced batch: where it landed and when the source acked it.
+type sent struct {
+	base  int64
+	ackAt time.Time
+	bytes int
+}
+
+// measureLag mirrors a fresh topic while a paced producer writes to it at
+// rate wire bytes per second, and measures for each batch the time from
+// the source's acknowledgement to the moment a reader of the destination
+// gets it. Each batch carries its send time as its timestamp.
+func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagResult, error) {
+	topic := b.data.topic + "-" + name
+	parts := b.data.partitions
+	sl, err := createTopic(ctx, b.srcCl, topic, parts, nil)
+	if err != nil {
+		return lagResult{}, err
+	}
+	defer func() {
+		_ = deleteTopics(context.WithoutCancel(ctx), b.srcCl, topic)
+		_ = deleteTopics(context.WithoutCancel(ctx), b.dstCl, topic)
+	}()
+	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench-lag"})
+	if err != nil {
+		return lagResult{}, fmt.Errorf("start engine: %w", err)
+	}
+	defer eng.Close()
+	err = eng.StartMirror(ctx, b.mirrorConfig(name, topic))
+	if err != nil {
+		return lagResult{}, err
+	}
+	err = pollSnapshot(ctx, eng, 10*time.Millisecond, b.opts.phaseTimeout, func(ps []engine.PartitionSnapshot) (bool, error) {
+		n := 0
+		for _, p := range ps {
+			if p.State == partition.Mirroring {
+				n++
+			}
+		}
+		return n == int(parts), nil
+	})
+	if err != nil {
+		return lagResult{}, fmt.Errorf("lag mirror start: %w", err)
+	}
+	dl, err := topicLayout(ctx, b.dstCl, topic)
+	if err != nil {
+		return lagResult{}, err
+	}
+
+	// A batch of n records every interval on each partition gives the
+	// rate; intervals stay short so the load is smooth, not bursty.
+	perRecord := float64(b.data.wireBytes) / float64(b.data.records)
+	interval := 10 * time.Millisecond
+	n := int(rate * interval.Seconds() / float64(parts) / perRecord)
+	n = min(max(n, 1), 1000)
+	template, err := lagBatch(b.codec, n, b.opts.recordSize)
+	if err != nil {
+		return lagResult{}, err
+	}
+	if want := time.Duration(float64(parts) * float64(len(template)) / rate * float64(time.Second)); want > interval {
+		interval = min(want, time.Second)
+	}
+
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	dstSeen, srcSeen := newArrivals(parts), newArrivals(parts)
+	var readers sync.WaitGroup
+	readErr := make(chan error, 2)
+	readers.Go(func() { readErr <- dstSeen.follow(readCtx, b.dstCl, dl) })
+	readers.Go(func() { readErr <- srcSeen.follow(readCtx, b.srcCl, sl) })
+
+	start := time.Now()
+	measureFrom := start.Add(b.opts.lagWarmup)
+	until := measureFrom.Add(b.opts.lagDuration)
+	acks := make([][]sent, parts)
+	err = forEachPartition(ctx, parts, func(ctx context.Context, p int32) error {
+		buf := slices.Clone(template)
+		var err error
+		acks[p], err = pace(ctx, b.srcCl, sl, p, buf, interval, until)
+		return err
+	})
+	if err != nil {
+		return lagResult{}, fmt.Errorf("paced producer: %w", err)
+	}
+	// Let the readers see everything acknowledged, then stop them.
+	ends := make([]int64, parts)
+	for p, a := range acks {
+		if len(a) > 0 {
+			ends[p] = a[len(a)-1].base + int64(n)
+		}
+	}
+	werr := dstSeen.waitFor(ctx, ends, 30*time.Second)
+	if werr == nil {
+		werr = srcSeen.waitFor(ctx, ends, 10*time.Second)
+	}
+	stopReading()
+	readers.Wait()
+	close(readErr)
+	for err := range readErr {
+		if err != nil {
+			return lagResult{}, err
+		}
+	}
+	res := lagResult{TargetMBPerS: rate / 1e6, BatchRecords: n, BatchInterval: float64(interval) / float64(time.Millisecond)}
+	var added, srcRead []float64
+	var bytes int
+	for p, as := range acks {
+		for _, a := range as {
+			if a.ackAt.Before(measureFrom) {
+				continue
+			}
+			bytes += a.bytes
+			d, ok := dstSeen.at[p][a.base]
+			if !ok {
+				res.Missing++
+				continue
+			}
+			added = append(added, ms(d.Sub(a.ackAt)))
+			if lagDump != nil {
+				lagDump(int32(p), a, d, srcSeen.at[p][a.base])
+			}
+			if s, ok := srcSeen.at[p][a.base]; ok {
+				srcRead = append(srcRead, ms(s.Sub(a.ackAt)))
+			}
+		}
+	}
+	res.AchievedMBPerS = float64(bytes) / b.opts.lagDuration.Seconds() / 1e6
+	res.Samples = len(added)
+	res.P50AddedMs, res.P99AddedMs, res.MaxAddedMs = quantile(added, 0.5), quantile(added, 0.99), quantile(added, 1)
+	res.SourceP50Ms, res.SourceP99Ms = quantile(srcRead, 0.5), quantile(srcRead, 0.99)
+	if werr != nil && res.Samples == 0 {
+		return res, fmt.Errorf("lag: %w", werr)
+	}
+	return res, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// quantile returns the q-quantile (nearest rank) of xs, 0 when empty.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// lagBatch builds one compressed batch of n data-set-like records, all with
+// timestamp delta 0: every record's timestamp is then the batch's base
+// timestamp, which lives in the header and can be restamped per send
+// without recompressing.
+func lagBatch(codec kgo.CompressionCodec, n, recordSize int) ([]byte, error) {
+	values := recordValues(recordSize, 2)
+	recs := make([]batch.Record, n)
+	for i := range recs {
+		recs[i] = batch.Record{Key: fmt.Appendf(nil, "user-%06d", i), Value: values[i%len(values)]}
+	}
+	b, err := batch.Build(codec, time.Now().UnixMilli(), anonymousWriter, recs)
+	if err != nil {
+		return nil, fmt.Errorf("build lag batch: %w", err)
+	}
+	return b, nil
+}
+
+// anonymousWriter is a non-idempotent client's identity.
+var anonymousWriter = batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+
+// Header offsets of the timestamps the paced producer restamps.
+const (
+	offBaseTimestamp = 27
+	offMaxTimestamp  = 35
+)
+
+// pace produces buf to partition p once per interval until until, stamping
+// each send's time into the batch, and returns where each batch landed and
+// when it was acknowledged. A slow answer delays the next send rather than
+// queueing sends, so the achieved rate is reported, not assumed.
+func pace(ctx context.Context, cl *kgo.Client, l layout, p int32, buf []byte, interval time.Duration, until time.Time) ([]sent, error) {
+	// Spread the partitions' sends over the interval.
+	if err := waitFor(ctx, interval*time.Duration(p)/time.Duration(len(l.leaders))); err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var out []sent
+	for {
+		now := time.Now()
+		if now.After(until) {
+			return out, nil
+		}
+		binary.BigEndian.PutUint64(buf[offBaseTimestamp:], uint64(now.UnixMilli()))
+		binary.BigEndian.PutUint64(buf[offMaxTimestamp:], uint64(now.UnixMilli()))
+		batch.Transform(buf, anonymousWriter)
+		base, err := rawProduce(ctx, cl, l, p, buf)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, sent{base: base, ackAt: time.Now(), bytes: len(buf)})
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// arrivals records when a reader first got each batch of a topic.
+type arrivals struct {
+	at   []map[int64]time.Time // by partition, by base offset; written by follow only
+	next []atomic.Int64        // by partition: offset the reader reads next
+}
+
+func newArrivals(parts int32) *arrivals {
+	a := &arrivals{at: make([]map[int64]time.Time, parts), next: make([]atomic.Int64, parts)}
+	for i := range a.at {
+		a.at[i] = make(map[int64]time.Time)
+	}
+	return a
+}
+
+// follow long-polls every partition of l from offset 0 until ctx ends,
+// like a consumer that never decompresses, so the reader's own cost stays
+// small next to the engine's. Each broker's partitions are read by one
+// goroutine; the maps of different partitions are disjoint.
+func (a *arrivals) follow(ctx context.Context, cl *kgo.Client, l layout) error {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for broker, parts := range l.byLeader() {
+		wg.Go(func() {
+			req := make([]fetchPart, len(parts))
+			for ctx.Err() == nil {
+				for i, p := range parts {
+					req[i] = fetchPart{partition: p, offset: a.next[p].Load(), maxBytes: 4 << 20}
+				}
+				answers, err := rawFetch(ctx, cl, broker, l, req, 200*time.Millisecond)
+				now := time.Now()
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+					}
+					return
+				}
+				for _, ans := range answers {
+					_, _ = batch.Split(ans.records, func(h batch.Header, _ []byte) error {
+						if _, ok := a.at[ans.partition][h.BaseOffset]; !ok {
+							a.at[ans.partition][h.BaseOffset] = now
+						}
+						a.next[ans.partition].Store(h.NextOffset())
+						return nil
+					})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// waitFor waits until the reader has read every partition up to ends.
+func (a *arrivals) waitFor(ctx context.Context, ends []int64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		behind := 0
+		for p, e := range ends {
+			if a.next[p].Load() < e {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("reader still behind on %d partitions after %s", behind, timeout)
+		}
+		if err := waitFor(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+var lagDump func(p int32, a sent, dst, src time.Time) // EXPERIMENT

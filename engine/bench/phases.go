@@ -1,0 +1,429 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// The copy phases, in the order of the first repeat.
+const (
+	phaseRawFetch  = "raw_fetch"
+	phaseReference = "reference"
+	phaseNaive     = "naive"
+	phaseEngine    = "engine"
+)
+
+var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine}
+
+// run is one prepared phase run. work is the measured part; finish
+// verifies the result and frees what prepare set up, outside the
+// measurement.
+type run struct {
+	work   func(context.Context) error
+	finish func(context.Context) error
+}
+
+// prepare sets up one run of a phase: its clients and a fresh destination
+// topic, so setup costs stay out of the measured window.
+func (b *bench) prepare(ctx context.Context, name string, repeat int) (run, error) {
+	switch name {
+	case phaseRawFetch:
+		return b.prepareRawFetch(ctx)
+	case phaseReference:
+		return b.prepareReference(ctx, repeat)
+	case phaseNaive:
+		return b.prepareNaive(ctx, repeat)
+	case phaseEngine:
+		return b.prepareEngine(ctx, repeat)
+	}
+	return run{}, fmt.Errorf("unknown phase %q", name)
+}
+
+// warm makes a client connect and learn the cluster before a measured
+// window: the first request of a new client dials.
+func warm(ctx context.Context, cl *kgo.Client, topic string) error {
+	_, err := topicLayout(ctx, cl, topic)
+	return err
+}
+
+// prepareRawFetch is phase (a): read every batch of the data set with raw
+// Fetch requests to the leaders, many partitions per request, and only
+// count the bytes. No copy can be faster than this reading.
+func (b *bench) prepareRawFetch(ctx context.Context) (run, error) {
+	cl, err := newClient(b.src.addrs)
+	if err != nil {
+		return run{}, err
+	}
+	if err := warm(ctx, cl, b.data.topic); err != nil {
+		cl.Close()
+		return run{}, err
+	}
+	var read int64
+	return run{
+		work: func(ctx context.Context) error {
+			n, _, err := readAll(ctx, cl, b.data, nil)
+			read = n
+			return err
+		},
+		finish: func(context.Context) error {
+			cl.Close()
+			if read != b.data.wireBytes {
+				return fmt.Errorf("raw fetch read %d bytes, the data set holds %d", read, b.data.wireBytes)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// mirrorTopicConfigs are what a byte-for-byte copy needs on the
+// destination topic: keep the producer's compressed batch as it is.
+var mirrorTopicConfigs = map[string]*string{
+	"compression.type":       kgoStr("producer"),
+	"message.timestamp.type": kgoStr("CreateTime"),
+}
+
+func kgoStr(s string) *string { return &s }
+
+// prepareReference is phase (b), the bench's own minimal raw batch copy:
+// one worker per partition that fetches raw, rewrites each batch with
+// batch.Transform and produces it raw, with no state machine and no checks
+// beyond the broker's answer. It is what the engine's data path costs
+// without its safety.
+func (b *bench) prepareReference(ctx context.Context, repeat int) (run, error) {
+	topic := fmt.Sprintf("%s-reference-%d", b.data.topic, repeat)
+	src, err := newClient(b.src.addrs)
+	if err != nil {
+		return run{}, err
+	}
+	dst, err := newClient(b.dst.addrs)
+	if err != nil {
+		src.Close()
+		return run{}, err
+	}
+	cleanup := func(ctx context.Context) error {
+		err := b.verifyCopy(ctx, topic)
+		if derr := deleteTopics(ctx, b.dstCl, topic); err == nil {
+			err = derr
+		}
+		src.Close()
+		dst.Close()
+		return err
+	}
+	dl, err := createTopic(ctx, dst, topic, b.data.partitions, mirrorTopicConfigs)
+	if err == nil {
+		err = warm(ctx, src, b.data.topic)
+	}
+	if err != nil {
+		_ = cleanup(ctx)
+		return run{}, err
+	}
+	return run{
+		work: func(ctx context.Context) error {
+			return forEachPartition(ctx, b.data.partitions, func(ctx context.Context, p int32) error {
+				return referenceCopy(ctx, src, dst, b.data.layout, dl, p, b.data.ends[p])
+			})
+		},
+		finish: cleanup,
+	}, nil
+}
+
+// forEachPartition runs fn for every partition concurrently and returns
+// the first error; the first failure cancels the others.
+func forEachPartition(ctx context.Context, partitions int32, fn func(context.Context, int32) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	for p := range partitions {
+		wg.Go(func() {
+			if err := fn(ctx, p); err != nil {
+				once.Do(func() { firstErr = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// referenceCopy copies one partition: a fetch goroutine reads ahead while
+// this one rewrites and produces batch after batch.
+func referenceCopy(ctx context.Context, src, dst *kgo.Client, sl, dl layout, p int32, end int64) error {
+	type chunk struct {
+		batches [][]byte
+		err     error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	chunks := make(chan chunk, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(chunks)
+		off, size := int64(0), int32(1<<20)
+		for off < end {
+			answers, err := rawFetch(ctx, src, sl.leaders[p], sl, []fetchPart{{partition: p, offset: off, maxBytes: size}}, 250*time.Millisecond)
+			var c chunk
+			c.err = err
+			for _, a := range answers {
+				_, err := batch.Split(a.records, func(h batch.Header, bb []byte) error {
+					c.batches = append(c.batches, bb)
+					off = h.NextOffset()
+					return nil
+				})
+				if err != nil && c.err == nil {
+					c.err = err
+				}
+				if len(c.batches) == 0 && len(a.records) > 0 {
+					size = min(size*2, 64<<20)
+				}
+			}
+			select {
+			case chunks <- c:
+			case <-ctx.Done():
+				return
+			}
+			if c.err != nil {
+				return
+			}
+		}
+	})
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	anonymous := batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	for c := range chunks {
+		if c.err != nil {
+			return c.err
+		}
+		for _, bb := range c.batches {
+			batch.Transform(bb, anonymous)
+			if _, err := rawProduce(ctx, dst, dl, p, bb); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// verifyCopy checks that a destination topic ends where the source does.
+func (b *bench) verifyCopy(ctx context.Context, topic string) error {
+	ends, err := endOffsets(ctx, b.dstCl, topic, b.data.partitions)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(ends, b.data.ends) {
+		return fmt.Errorf("destination %s ends at %v, source at %v", topic, ends, b.data.ends)
+	}
+	return nil
+}
+
+// prepareNaive is phase (c), the baseline kmirror replaces: a franz-go
+// consumer decompresses every record and a franz-go producer recompresses
+// it into new batches, like MirrorMaker 2. Partition numbers are kept.
+func (b *bench) prepareNaive(ctx context.Context, repeat int) (run, error) {
+	topic := fmt.Sprintf("%s-naive-%d", b.data.topic, repeat)
+	cons, err := newClient(b.src.addrs,
+		kgo.ConsumeTopics(b.data.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxPartitionBytes(1<<20),
+	)
+	if err != nil {
+		return run{}, err
+	}
+	prod, err := newClient(b.dst.addrs,
+		kgo.ProducerBatchCompression(b.codec),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
+	if err != nil {
+		cons.Close()
+		return run{}, err
+	}
+	cleanup := func(ctx context.Context) error {
+		err := b.verifyCopy(ctx, topic)
+		if derr := deleteTopics(ctx, b.dstCl, topic); err == nil {
+			err = derr
+		}
+		cons.Close()
+		prod.Close()
+		return err
+	}
+	if _, err := createTopic(ctx, prod, topic, b.data.partitions, nil); err != nil {
+		_ = cleanup(ctx)
+		return run{}, err
+	}
+	return run{
+		work: func(ctx context.Context) error {
+			return naiveCopy(ctx, cons, prod, topic, b.data.records)
+		},
+		finish: cleanup,
+	}, nil
+}
+
+// naiveCopy consumes total records and produces each to the same partition
+// of topic, then waits for every acknowledgement.
+func naiveCopy(ctx context.Context, cons, prod *kgo.Client, topic string, total int64) error {
+	var (
+		wg       sync.WaitGroup
+		firstErr atomic.Pointer[error]
+		consumed int64
+	)
+	for consumed < total && firstErr.Load() == nil {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return fmt.Errorf("consume %s/%d: %w", errs[0].Topic, errs[0].Partition, errs[0].Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			consumed++
+			wg.Add(1)
+			out := &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+			prod.Produce(ctx, out, func(_ *kgo.Record, err error) {
+				defer wg.Done()
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			})
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return fmt.Errorf("produce to %s: %w", topic, *e)
+	}
+	return nil
+}
+
+// prepareEngine is phase (d): the kmirror engine mirrors the data set to a
+// fresh destination topic of the same name. The run ends when every
+// destination partition ends where its source does.
+func (b *bench) prepareEngine(ctx context.Context, repeat int) (run, error) {
+	if _, err := createTopic(ctx, b.dstCl, b.data.topic, b.data.partitions, mirrorTopicConfigs); err != nil {
+		return run{}, err
+	}
+	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench"})
+	if err != nil {
+		_ = deleteTopics(ctx, b.dstCl, b.data.topic)
+		return run{}, fmt.Errorf("start engine: %w", err)
+	}
+	return run{
+		work: func(ctx context.Context) error {
+			err := eng.StartMirror(ctx, b.mirrorConfig(fmt.Sprintf("bench-%d", repeat), b.data.topic))
+			if err != nil {
+				return err
+			}
+			return waitMirrored(ctx, eng, b.data.ends, 10*time.Millisecond, b.opts.phaseTimeout)
+		},
+		finish: func(ctx context.Context) error {
+			eng.Close()
+			err := b.verifyCopy(ctx, b.data.topic)
+			if derr := deleteTopics(ctx, b.dstCl, b.data.topic); err == nil {
+				err = derr
+			}
+			return err
+		},
+	}, nil
+}
+
+// mirrorConfig is the configuration of every mirror the bench starts: the
+// engine's defaults unless a tuning flag overrides them.
+func (b *bench) mirrorConfig(name string, topics ...string) engine.MirrorConfig {
+	return engine.MirrorConfig{
+		Name:                name,
+		SourceBootstrap:     b.src.addrs,
+		Topics:              topics,
+		MaxInFlight:         b.opts.maxInFlight,
+		NumFetchers:         b.opts.numFetchers,
+		FetchMaxWait:        b.opts.fetchMaxWait,
+		PartitionFetchBytes: b.opts.partitionFetchBytes,
+	}
+}
+
+// errPartitionFailed is returned when the engine reports a partition FAILED
+// for good during a measurement: a result from a broken run means nothing.
+// A retryable failure is left to the engine's retries and the timeout.
+var errPartitionFailed = errors.New("engine partition failed")
+
+// waitMirrored polls the engine's snapshot until the destination log end of
+// every partition of its one mirror equals ends[partition].
+func waitMirrored(ctx context.Context, eng *engine.Engine, ends []int64, every, timeout time.Duration) error {
+	return pollSnapshot(ctx, eng, every, timeout, func(ps []engine.PartitionSnapshot) (bool, error) {
+		done := 0
+		for _, p := range ps {
+			if p.State == partition.Failed && !p.Retryable {
+				return false, fmt.Errorf("%w: %s/%d: %s", errPartitionFailed, p.Topic, p.Partition, p.Error)
+			}
+			if int(p.Partition) < len(ends) && p.DestLogEnd == ends[p.Partition] {
+				done++
+			}
+		}
+		return done == len(ends), nil
+	})
+}
+
+// pollSnapshot calls cond with the partitions of every mirror each period
+// until it is met, fails, or timeout passes.
+func pollSnapshot(ctx context.Context, eng *engine.Engine, every, timeout time.Duration, cond func([]engine.PartitionSnapshot) (bool, error)) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var last string
+	for {
+		var ps []engine.PartitionSnapshot
+		for _, m := range eng.Snapshot().Mirrors {
+			ps = append(ps, m.Partitions...)
+		}
+		ok, err := cond(ps)
+		if err != nil || ok {
+			return err
+		}
+		last = summarize(ps)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("engine did not get there within %s: %s", timeout, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// summarize counts partitions by state for a timeout message.
+func summarize(ps []engine.PartitionSnapshot) string {
+	counts := map[partition.State]int{}
+	lastErr := ""
+	for _, p := range ps {
+		counts[p.State]++
+		if p.Error != "" {
+			lastErr = p.Error
+		}
+	}
+	s := fmt.Sprintf("%d partitions:", len(ps))
+	for _, st := range partition.States {
+		if n := counts[st]; n > 0 {
+			s += fmt.Sprintf(" %s=%d", st, n)
+		}
+	}
+	if lastErr != "" {
+		s += "; last error: " + lastErr
+	}
+	return s
+}

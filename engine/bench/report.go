@@ -1,0 +1,266 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// report is everything one bench run measured. Its JSON form is the
+// machine-readable output of --json; the table is made from it too.
+type report struct {
+	Config configReport `json:"config"`
+	Data   dataReport   `json:"data"`
+	// Phases by name: raw_fetch, reference, naive, engine. Figures are
+	// medians over the repeats.
+	Phases map[string]phaseReport `json:"phases"`
+
+	ThroughputRatioVsReference float64 `json:"throughput_ratio_vs_reference"`
+	ThroughputRatioVsNaive     float64 `json:"throughput_ratio_vs_naive"`
+	ThroughputRatioVsRawFetch  float64 `json:"throughput_ratio_vs_raw_fetch"`
+	CPUPerGBRatioVsNaive       float64 `json:"cpu_per_gb_ratio_vs_naive"`
+	CPUPerGBRatioVsReference   float64 `json:"cpu_per_gb_ratio_vs_reference"`
+	BytesAllocPerWireByte      float64 `json:"bytes_alloc_per_wire_byte"`      // the engine's
+	DestBrokerCPUSPerGB        float64 `json:"dest_broker_cpu_s_per_gb"`       // while the engine copies
+	NaiveDestBrokerCPUSPerGB   float64 `json:"naive_dest_broker_cpu_s_per_gb"` // while the naive mirror copies
+
+	LagP50AddedMs float64   `json:"lag_p50_added_ms"` // at half the engine's rate
+	LagP99AddedMs float64   `json:"lag_p99_added_ms"`
+	Lag           lagResult `json:"lag"`
+	LagLight      lagResult `json:"lag_light"` // the same at a tenth of the engine's rate
+
+	// Failover1000PartitionsS is the stop time at the scale point
+	// closest to 1,000 partitions (FailoverPartitions says which).
+	Failover1000PartitionsS float64 `json:"failover_1000_partitions_s"`
+	FailoverPartitions      int     `json:"failover_partitions"`
+	// HeapBytesPerPartition is the slope of the idle heap between the
+	// scale points, or the heap per partition when there is one point.
+	HeapBytesPerPartition  float64      `json:"heap_bytes_per_partition"`
+	StackBytesPerPartition float64      `json:"stack_bytes_per_partition"`
+	Scale                  []scalePoint `json:"scale"`
+
+	Goals    []goal  `json:"goals"`
+	ElapsedS float64 `json:"elapsed_s"`
+}
+
+type configReport struct {
+	SizeBytes   int64  `json:"size_bytes"`
+	Partitions  int32  `json:"partitions"`
+	Codec       string `json:"codec"`
+	Repeats     int    `json:"repeats"`
+	Quick       bool   `json:"quick"`
+	Brokers     int    `json:"brokers"`
+	MaxInFlight int    `json:"max_inflight"` // 0: the engine's default
+	NumFetchers int    `json:"num_fetchers"` // 0: the engine's default
+	CPUs        int    `json:"cpus"`
+}
+
+type dataReport struct {
+	Records          int64   `json:"records"`
+	RecordBytes      int64   `json:"record_bytes"` // keys and values, uncompressed
+	WireBytes        int64   `json:"wire_bytes"`   // compressed batches, what every phase moves
+	Batches          int64   `json:"batches"`
+	CompressionRatio float64 `json:"compression_ratio"`
+	ProduceS         float64 `json:"produce_s"`
+}
+
+// phaseReport is one phase's medians and its runs. Rates are wire bytes
+// of the source data set (the same for every phase) per second; CPU is
+// per GB of them.
+type phaseReport struct {
+	MBPerS              float64     `json:"mb_per_s"`
+	CPUSPerGB           float64     `json:"cpu_s_per_gb"`
+	AllocPerWireByte    float64     `json:"alloc_bytes_per_wire_byte"`
+	DestBrokerCPUSPerGB float64     `json:"dest_broker_cpu_s_per_gb"`
+	SrcBrokerCPUSPerGB  float64     `json:"source_broker_cpu_s_per_gb"`
+	Runs                []runReport `json:"runs"`
+}
+
+type runReport struct {
+	Seconds             float64 `json:"s"`
+	MBPerS              float64 `json:"mb_per_s"`
+	CPUSPerGB           float64 `json:"cpu_s_per_gb"`
+	AllocPerWireByte    float64 `json:"alloc_bytes_per_wire_byte"`
+	DestBrokerCPUSPerGB float64 `json:"dest_broker_cpu_s_per_gb"`
+	SrcBrokerCPUSPerGB  float64 `json:"source_broker_cpu_s_per_gb"`
+}
+
+// goal is one target the engine is held to.
+type goal struct {
+	Name   string  `json:"name"`
+	Target string  `json:"target"`
+	Value  float64 `json:"value"`
+	Met    bool    `json:"met"`
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// ratio is a/b, 0 when b is 0 so the JSON stays finite.
+func ratio(a, b float64) float64 {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return 0
+	}
+	return a / b
+}
+
+func (b *bench) newReport(samples map[string][]sample) *report {
+	o, wire := b.opts, b.data.wireBytes
+	r := &report{
+		Config: configReport{SizeBytes: o.size, Partitions: o.partitions, Codec: o.codec, Repeats: o.repeats, Quick: o.quick,
+			Brokers: o.brokers, MaxInFlight: o.maxInFlight, NumFetchers: o.numFetchers, CPUs: runtime.NumCPU()},
+		Data: dataReport{Records: b.data.records, RecordBytes: b.data.recordBytes, WireBytes: wire, Batches: b.data.batches,
+			CompressionRatio: ratio(float64(b.data.recordBytes), float64(wire)), ProduceS: b.data.produceTime.Seconds()},
+		Phases: map[string]phaseReport{},
+	}
+	for name, ss := range samples {
+		var pr phaseReport
+		var mbs, cpu, alloc, dcpu, scpu []float64
+		for _, s := range ss {
+			rr := runReport{Seconds: s.elapsed.Seconds(), MBPerS: s.mbPerS(wire), CPUSPerGB: s.cpuPerGB(wire),
+				AllocPerWireByte: s.allocPerByte(wire), DestBrokerCPUSPerGB: s.dstCPUPerGB(wire), SrcBrokerCPUSPerGB: s.srcCPUPerGB(wire)}
+			pr.Runs = append(pr.Runs, rr)
+			mbs, cpu, alloc = append(mbs, rr.MBPerS), append(cpu, rr.CPUSPerGB), append(alloc, rr.AllocPerWireByte)
+			dcpu, scpu = append(dcpu, rr.DestBrokerCPUSPerGB), append(scpu, rr.SrcBrokerCPUSPerGB)
+		}
+		pr.MBPerS, pr.CPUSPerGB, pr.AllocPerWireByte = median(mbs), median(cpu), median(alloc)
+		pr.DestBrokerCPUSPerGB, pr.SrcBrokerCPUSPerGB = median(dcpu), median(scpu)
+		r.Phases[name] = pr
+	}
+	e, ref, naive, raw := r.Phases[phaseEngine], r.Phases[phaseReference], r.Phases[phaseNaive], r.Phases[phaseRawFetch]
+	r.ThroughputRatioVsReference = ratio(e.MBPerS, ref.MBPerS)
+	r.ThroughputRatioVsNaive = ratio(e.MBPerS, naive.MBPerS)
+	r.ThroughputRatioVsRawFetch = ratio(e.MBPerS, raw.MBPerS)
+	r.CPUPerGBRatioVsNaive = ratio(e.CPUSPerGB, naive.CPUSPerGB)
+	r.CPUPerGBRatioVsReference = ratio(e.CPUSPerGB, ref.CPUSPerGB)
+	r.BytesAllocPerWireByte = e.AllocPerWireByte
+	r.DestBrokerCPUSPerGB = e.DestBrokerCPUSPerGB
+	r.NaiveDestBrokerCPUSPerGB = naive.DestBrokerCPUSPerGB
+	return r
+}
+
+func (r *report) setLag(l, light lagResult) {
+	r.Lag, r.LagLight = l, light
+	r.LagP50AddedMs, r.LagP99AddedMs = l.P50AddedMs, l.P99AddedMs
+}
+
+func (r *report) setScale(pts []scalePoint) {
+	r.Scale = pts
+	if len(pts) == 0 {
+		return
+	}
+	best := pts[0]
+	for _, p := range pts[1:] {
+		if abs(p.Partitions-1000) < abs(best.Partitions-1000) {
+			best = p
+		}
+	}
+	r.Failover1000PartitionsS, r.FailoverPartitions = best.StopS, best.Partitions
+	first, last := pts[0], pts[len(pts)-1]
+	if last.Partitions > first.Partitions {
+		n := float64(last.Partitions - first.Partitions)
+		r.HeapBytesPerPartition = float64(last.HeapBytes-first.HeapBytes) / n
+		r.StackBytesPerPartition = float64(last.StackBytes-first.StackBytes) / n
+	} else {
+		r.HeapBytesPerPartition, r.StackBytesPerPartition = first.HeapPerPartition, first.StackPerPartition
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// setGoals checks the figures against the engine's targets.
+func (r *report) setGoals() {
+	r.Goals = []goal{
+		{"throughput vs reference", ">= 0.9x", r.ThroughputRatioVsReference, r.ThroughputRatioVsReference >= 0.9},
+		{"throughput vs naive", ">= 5x", r.ThroughputRatioVsNaive, r.ThroughputRatioVsNaive >= 5},
+		{"CPU per GB vs naive", "<= 1/15 (0.067)", r.CPUPerGBRatioVsNaive, r.CPUPerGBRatioVsNaive > 0 && r.CPUPerGBRatioVsNaive <= 1.0/15},
+		{"bytes allocated per wire byte", "<= 1.1", r.BytesAllocPerWireByte, r.BytesAllocPerWireByte <= 1.1},
+		{"added lag p99 at 50% load (ms)", "<= 15", r.LagP99AddedMs, r.Lag.Samples > 0 && r.LagP99AddedMs <= 15},
+		{fmt.Sprintf("stop of %d partitions (s)", r.FailoverPartitions), "<= 2", r.Failover1000PartitionsS, r.FailoverPartitions > 0 && r.Failover1000PartitionsS <= 2},
+		{"heap per idle partition (bytes)", "<= 2048", r.HeapBytesPerPartition, len(r.Scale) > 0 && r.HeapBytesPerPartition <= 2048},
+	}
+}
+
+// writeTable prints the report for a person.
+func writeTable(w io.Writer, r *report) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "kmirror bench: %d records, %s uncompressed, %s on the wire (%s, %.2fx), %d partitions, %d brokers per cluster, %d CPUs, %d repeat(s)\n\n",
+		r.Data.Records, humanBytes(r.Data.RecordBytes), humanBytes(r.Data.WireBytes), r.Config.Codec, r.Data.CompressionRatio,
+		r.Config.Partitions, r.Config.Brokers, r.Config.CPUs, r.Config.Repeats)
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tMB/s\tCPU-s/GB\talloc B/wire B\tdest broker CPU-s/GB\tsource broker CPU-s/GB\truns (MB/s)\t")
+	for _, name := range phaseNames {
+		p, ok := r.Phases[name]
+		if !ok {
+			continue
+		}
+		runs := make([]string, len(p.Runs))
+		for i, rr := range p.Runs {
+			runs[i] = fmt.Sprintf("%.1f", rr.MBPerS)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%.3f\t%.2f\t%.2f\t%s\t\n", name, p.MBPerS, p.CPUSPerGB, p.AllocPerWireByte,
+			p.DestBrokerCPUSPerGB, p.SrcBrokerCPUSPerGB, strings.Join(runs, " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&sb, "\nengine / reference throughput  %.2fx\n", r.ThroughputRatioVsReference)
+	fmt.Fprintf(&sb, "engine / naive throughput      %.2fx\n", r.ThroughputRatioVsNaive)
+	fmt.Fprintf(&sb, "engine / raw fetch throughput  %.2fx\n", r.ThroughputRatioVsRawFetch)
+	fmt.Fprintf(&sb, "engine / naive CPU per GB      %.3f (1/%.1f)\n", r.CPUPerGBRatioVsNaive, ratio(1, r.CPUPerGBRatioVsNaive))
+	fmt.Fprintf(&sb, "engine / reference CPU per GB  %.2f\n", r.CPUPerGBRatioVsReference)
+	for _, l := range []struct {
+		what string
+		lagResult
+	}{{"half", r.Lag}, {"a tenth of", r.LagLight}} {
+		fmt.Fprintf(&sb, "\nadded lag at %.1f MB/s (target %.1f, %s the engine's rate): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d batches (%d missing)\n",
+			l.AchievedMBPerS, l.TargetMBPerS, l.what, l.P50AddedMs, l.P99AddedMs, l.MaxAddedMs, l.Samples, l.Missing)
+		fmt.Fprintf(&sb, "  a reader of the source itself sees them after p50 %.2f ms, p99 %.2f ms\n", l.SourceP50Ms, l.SourceP99Ms)
+	}
+	if len(r.Scale) > 0 {
+		sb.WriteString("\n")
+		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "idle partitions\ttopics\tstart s\theap B/partition\tstack B/partition\tgoroutines\tidle CPU %\tstop s\t")
+		for _, p := range r.Scale {
+			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.0f\t%.0f\t%d\t%.1f\t%.3f\t\n", p.Partitions, p.Topics, p.StartS, p.HeapPerPartition,
+				p.StackPerPartition, p.Goroutines, p.IdleCPUPercent, p.StopS)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(&sb, "heap per idle partition (slope): %.0f B, stacks %.0f B\n", r.HeapBytesPerPartition, r.StackBytesPerPartition)
+	}
+	sb.WriteString("\ngoals\n")
+	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	for _, g := range r.Goals {
+		mark := "MISSED"
+		if g.Met {
+			mark = "met"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.3f\t%s\n", g.Name, g.Target, g.Value, mark)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&sb, "\ntotal %.0f s\n", r.ElapsedS)
+	_, err := io.WriteString(w, sb.String())
+	return err
+}

@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// scalePoint is what the engine costs with many idle mirrored partitions
+// and how fast it stops them all.
+type scalePoint struct {
+	Partitions int     `json:"partitions"`
+	Topics     int     `json:"topics"`
+	StartS     float64 `json:"start_s"` // StartMirror until every partition is MIRRORING and caught up
+	// HeapBytes is runtime HeapAlloc after GC with the mirror idle, minus
+	// the same before StartMirror.
+	HeapBytes        int64   `json:"heap_bytes"`
+	HeapPerPartition float64 `json:"heap_bytes_per_partition"`
+	// Goroutine stacks are not in HeapAlloc; a goroutine per partition
+	// makes them the larger part, so they are shown next to it.
+	StackBytes        int64   `json:"stack_bytes"`
+	StackPerPartition float64 `json:"stack_bytes_per_partition"`
+	Goroutines        int     `json:"goroutines"`
+	IdleCPUPercent    float64 `json:"idle_cpu_percent"` // of one core, engine process, nothing to copy
+	StopS             float64 `json:"stop_s"`           // Control(CmdStop) until every partition is STOPPED
+}
+
+// idleTopic names the i-th topic of the idle partitions.
+func (b *bench) idleTopic(i int) string { return fmt.Sprintf("%s-idle-%03d", b.data.topic, i) }
+
+// measureScale creates topics for the largest count (topicSize partitions
+// each, one record per partition so every partition has something
+// mirrored), then for each count starts a mirror of that many partitions,
+// measures its idle heap, and stops it.
+func (b *bench) measureScale(ctx context.Context, counts []int, topicSize int) ([]scalePoint, error) {
+	if len(counts) == 0 {
+		return nil, nil
+	}
+	most := slices.Max(counts)
+	ntopics := most / topicSize
+	if err := b.fillIdleTopics(ctx, ntopics, topicSize); err != nil {
+		return nil, err
+	}
+	if b.opts.profileDir != "" {
+		// A heap profile of a few MB needs a finer sampling rate than
+		// the default 512 KiB to show per-partition structures.
+		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 512
+	}
+	out := make([]scalePoint, 0, len(counts))
+	for _, n := range counts {
+		b.progress("scale: %d idle partitions in %d topics", n, n/topicSize)
+		pt, err := b.scalePoint(ctx, n, topicSize)
+		if err != nil {
+			return out, fmt.Errorf("%d partitions: %w", n, err)
+		}
+		b.progress("scale: %d partitions: start %.1fs, heap %.0f B/partition, stack %.0f B/partition, stop %.3fs",
+			n, pt.StartS, pt.HeapPerPartition, pt.StackPerPartition, pt.StopS)
+		out = append(out, pt)
+	}
+	return out, nil
+}
+
+// fillIdleTopics creates the idle topics with one record per partition.
+// Its producer is closed before anything is measured: a franz-go producer
+// keeps per-partition buffers that would count as the engine's heap.
+func (b *bench) fillIdleTopics(ctx context.Context, ntopics, topicSize int) error {
+	prod, err := newClient(b.src.addrs, kgo.ProducerBatchCompression(b.codec), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	var recs []*kgo.Record
+	for i := range ntopics {
+		if _, err := createTopic(ctx, prod, b.idleTopic(i), int32(topicSize), nil); err != nil {
+			return err
+		}
+		for p := range topicSize {
+			recs = append(recs, &kgo.Record{Topic: b.idleTopic(i), Partition: int32(p), Value: []byte(`{"idle":true}`)})
+		}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("produce to idle topics: %w", err)
+	}
+	return nil
+}
+
+func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, error) {
+	pt := scalePoint{Partitions: n, Topics: n / topicSize}
+	topics := make([]string, pt.Topics)
+	for i := range topics {
+		topics[i] = b.idleTopic(i)
+	}
+	defer func() { _ = deleteTopics(context.WithoutCancel(ctx), b.dstCl, topics...) }()
+	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench-scale"})
+	if err != nil {
+		return pt, fmt.Errorf("start engine: %w", err)
+	}
+	defer eng.Close()
+	before := liveMemory()
+	goroutines := runtime.NumGoroutine()
+	name := fmt.Sprintf("idle-%d", n)
+	start := time.Now()
+	if err := eng.StartMirror(ctx, b.mirrorConfig(name, topics...)); err != nil {
+		return pt, err
+	}
+	// Polling a snapshot of thousands of partitions costs the engine
+	// process time too; every 50ms keeps that small next to the work.
+	every := 10 * time.Millisecond
+	if n > 2000 {
+		every = 50 * time.Millisecond
+	}
+	err = pollSnapshot(ctx, eng, every, b.opts.scaleTimeout, func(ps []engine.PartitionSnapshot) (bool, error) {
+		done := 0
+		for _, p := range ps {
+			if p.State == partition.Failed && !p.Retryable {
+				return false, fmt.Errorf("%w: %s/%d: %s", errPartitionFailed, p.Topic, p.Partition, p.Error)
+			}
+			if p.State == partition.Mirroring && p.DestLogEnd == 1 {
+				done++
+			}
+		}
+		return done == n, nil
+	})
+	if err != nil {
+		return pt, fmt.Errorf("start: %w", err)
+	}
+	pt.StartS = time.Since(start).Seconds()
+
+	// Idle: nothing to copy, the fetchers long-poll and the destination
+	// check ticks. Let the start-up garbage go, then measure.
+	cpu0, err := processCPU()
+	if err != nil {
+		return pt, err
+	}
+	t0 := time.Now()
+	if err := waitFor(ctx, b.opts.settle); err != nil {
+		return pt, err
+	}
+	cpu1, err := processCPU()
+	if err != nil {
+		return pt, err
+	}
+	pt.IdleCPUPercent = 100 * (cpu1 - cpu0).Seconds() / time.Since(t0).Seconds()
+	after := liveMemory()
+	pt.Goroutines = runtime.NumGoroutine() - goroutines
+	pt.HeapBytes = int64(after.heap) - int64(before.heap)
+	pt.StackBytes = int64(after.stack) - int64(before.stack)
+	pt.HeapPerPartition = float64(pt.HeapBytes) / float64(n)
+	pt.StackPerPartition = float64(pt.StackBytes) / float64(n)
+	if err := b.writeHeapProfile(fmt.Sprintf("idle-%d.heap.pprof", n)); err != nil {
+		return pt, err
+	}
+
+	stopProfile, err := b.startCPUProfile(fmt.Sprintf("stop-%d.cpu.pprof", n))
+	if err != nil {
+		return pt, err
+	}
+	start = time.Now()
+	err = eng.Control(ctx, engine.Command{Kind: engine.CmdStop, Mirror: name})
+	if err == nil {
+		err = pollSnapshot(ctx, eng, every, b.opts.scaleTimeout, func(ps []engine.PartitionSnapshot) (bool, error) {
+			stopped := 0
+			for _, p := range ps {
+				if p.State == partition.Stopped {
+					stopped++
+				}
+			}
+			return stopped == n, nil
+		})
+	}
+	pt.StopS = time.Since(start).Seconds()
+	stopProfile()
+	if err != nil {
+		return pt, fmt.Errorf("stop: %w", err)
+	}
+	return pt, nil
+}
+
+// memory is the live heap and the goroutine stacks in use.
+type memory struct{ heap, stack uint64 }
+
+// liveMemory returns the smallest of a few after-GC readings, so garbage
+// allocated between a GC and its reading by still-running goroutines
+// counts as little as possible.
+func liveMemory() memory {
+	var best memory
+	for i := range 3 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if i == 0 || ms.HeapAlloc < best.heap {
+			best.heap = ms.HeapAlloc
+		}
+		if i == 0 || ms.StackInuse < best.stack {
+			best.stack = ms.StackInuse
+		}
+	}
+	return best
+}

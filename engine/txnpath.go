@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/txn"
+)
+
+// markerTimeout bounds the wait for a mirrored transaction's marker.
+const markerTimeout = 60 * time.Second
+
+// mapper returns the partition's transaction mapper, creating it (and
+// continuing the transactions of the partition record) on first use.
+func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
+	if r.txm != nil {
+		return r.txm, nil
+	}
+	m := txn.New(txn.Config{
+		Mirror: r.m.cfg.Name, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
+		Client: r.m.e.dst.cl, Now: r.m.e.now, Logger: r.m.e.log,
+	})
+	if err := m.Restore(ctx, r.restoredTxns); err != nil {
+		return nil, r.txnError(err)
+	}
+	r.txm, r.restoredTxns = m, nil
+	return m, nil
+}
+
+// issueTxn appends a data batch of a source transaction through the mapped
+// destination transactional producer.
+func (r *runner) issueTxn(ctx context.Context, h batch.Header, b []byte) (inflight, error) {
+	m, err := r.mapper(ctx)
+	if err != nil {
+		return inflight{}, err
+	}
+	w, id, err := m.Writer(ctx, h)
+	if err != nil {
+		return inflight{}, r.txnError(err)
+	}
+	f, err := r.issueAs(ctx, w, &id, b, h.BaseOffset, h.LastOffsetDelta+1, h.LeaderEpoch, h.MaxTimestamp)
+	if err != nil {
+		if terr := m.ProduceFailed(ctx, h, err); terr != nil {
+			return f, r.txnError(terr)
+		}
+		return f, err
+	}
+	hc := h
+	f.txn = &hc
+	r.persistTxnsIfChanged(ctx)
+	return f, nil
+}
+
+// appendControl reproduces a source commit or abort marker: the mapped
+// producer ends its transaction the same way and the marker must land at the
+// source marker's offset before anything else is appended.
+func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) error {
+	if err := r.drain(ctx); err != nil {
+		return err
+	}
+	commit, err := txn.ParseControl(b)
+	if err != nil {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: control batch at %d: %v", ErrBadSourceBatch, h.BaseOffset, err)}
+	}
+	m, err := r.mapper(ctx)
+	if err != nil {
+		return err
+	}
+	ectx, cancel := context.WithTimeout(ctx, markerTimeout)
+	defer cancel()
+	if err := m.End(ectx, h, commit, h.BaseOffset); err != nil {
+		if ectx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w: marker at %d did not land within %s", errRealign, h.BaseOffset, markerTimeout)
+		}
+		return r.txnError(err)
+	}
+	r.pos, r.acked = h.NextOffset(), h.NextOffset()
+	r.stats.appended(h.BaseOffset, r.pos, h.LeaderEpoch, int64(len(b)), h.MaxTimestamp, false)
+	r.persistTxnsIfChanged(ctx)
+	return r.maybeDelete(ctx)
+}
+
+// persistTxnsIfChanged rewrites the partition record when the set of open
+// mirrored transactions changed, so a restart continues them.
+func (r *runner) persistTxnsIfChanged(ctx context.Context) {
+	n := 0
+	for _, p := range r.txm.Open() {
+		if p.Open {
+			n++
+		}
+	}
+	r.stats.setOpenTxns(n)
+	if n != r.openTxns {
+		r.openTxns = n
+		r.persistStatus(ctx, r.st)
+	}
+}
+
+// txnError classifies a transaction mapper failure.
+func (r *runner) txnError(err error) error {
+	switch {
+	case errors.Is(err, txn.ErrAbortedByCoordinator):
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrTxnAborted, err)}
+	case errors.Is(err, txn.ErrMarkerMisplaced):
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrForeignWrite, err)}
+	case errors.Is(err, txn.ErrLoneMarker), errors.Is(err, txn.ErrUnsupported):
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrUnsupported, err)}
+	case errors.Is(err, txn.ErrBadControl):
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
+	}
+	return fmt.Errorf("%w: %v", errRealign, err)
+}
+
+// abortOpen aborts every open mirrored transaction and waits for the
+// markers (stop/failover). Transactions the destination already aborted
+// are aborted all the same.
+func (r *runner) abortOpen(ctx context.Context) error {
+	if r.txm == nil {
+		if len(r.restoredTxns) == 0 {
+			return nil
+		}
+		if _, err := r.mapper(ctx); err != nil && !errors.Is(err, ErrTxnAborted) {
+			return err
+		}
+		if r.txm == nil {
+			return nil
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, markerTimeout)
+	defer cancel()
+	n, err := r.txm.AbortAll(actx)
+	if err != nil && !errors.Is(err, txn.ErrAbortedByCoordinator) {
+		return fmt.Errorf("abort open mirrored transactions: %w", err)
+	}
+	if n > 0 {
+		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("aborted %d open mirrored transactions", n))
+	}
+	r.persistTxnsIfChanged(ctx)
+	return nil
+}
+
+// gapKey is the key of the tombstones that stand in for records missing
+// from the source (mirror.gap.policy=fill).
+var gapKey = []byte("__kmirror_gap")
+
+// fillGap appends tombstones under gapKey for the offsets from the
+// destination position up to to, which the source no longer holds.
+func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
+	if !r.gapFill {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)}
+	}
+	for r.pos < to {
+		n := min(to-r.pos, fillerRecords)
+		recs := make([]batch.Record, n)
+		for i := range recs {
+			recs[i].Key = gapKey
+		}
+		b, err := batch.Build(zstdCodec, ts, r.writer, recs)
+		if err != nil {
+			return err
+		}
+		if err := r.makeRoom(ctx); err != nil {
+			return err
+		}
+		f, err := r.issue(ctx, b, r.pos, int32(n), -1, 0)
+		if err != nil {
+			return err
+		}
+		r.inflight = append(r.inflight, f)
+		r.pos += n
+	}
+	return nil
+}
+
+// rebuildGapBatch rebuilds a compacted batch whose records do not fill its
+// offset range: tombstones under gapKey take the missing offsets. These are
+// the only batches kmirror ever recompresses; they are counted as fillers.
+func (r *runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
+	if !r.gapFill {
+		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)}
+	}
+	raw, err := kgo.DefaultDecompressor().Decompress(b[batch.HeaderSize:], kgo.CompressionCodecType(h.Codec()))
+	if err != nil {
+		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: decompress batch at %d: %v", ErrBadSourceBatch, h.BaseOffset, err)}
+	}
+	byDelta := make(map[int32]kmsg.Record, h.RecordCount)
+	for i := int32(0); i < h.RecordCount; i++ {
+		var rec kmsg.Record
+		if err := rec.ReadFrom(raw); err != nil {
+			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: record %d of batch at %d: %v", ErrBadSourceBatch, i, h.BaseOffset, err)}
+		}
+		raw = raw[len(rec.AppendTo(nil)):]
+		byDelta[rec.OffsetDelta] = rec
+	}
+	recs := make([]batch.Record, h.LastOffsetDelta+1)
+	var ts int64
+	for d := range recs {
+		if rec, ok := byDelta[int32(d)]; ok {
+			ts = rec.TimestampDelta64
+			recs[d] = batch.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers, TimestampDelta: ts}
+		} else {
+			recs[d] = batch.Record{Key: bytes.Clone(gapKey), TimestampDelta: ts}
+		}
+	}
+	nb, err := batch.Build(codecOf(h.Codec()), h.BaseTimestamp, batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		return nil, err
+	}
+	// Keep the source's transactional bit; Build wrote a plain batch. The
+	// writer identity and the CRC are set when the batch is issued.
+	nb[22] |= b[22] & batch.AttrTransactional
+	r.stats.addFiller()
+	return nb, nil
+}
+
+func codecOf(id int8) kgo.CompressionCodec {
+	switch id {
+	case 1:
+		return kgo.GzipCompression()
+	case 2:
+		return kgo.SnappyCompression()
+	case 3:
+		return kgo.Lz4Compression()
+	case 4:
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
+}
