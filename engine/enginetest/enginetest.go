@@ -222,7 +222,8 @@ func ReadBatches(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]
 // CompareBatches checks that a destination partition holds the source's
 // batches: same base offsets and offset ranges, same attributes (the
 // LogAppendTime bit aside, which kmirror clears), same record counts and
-// timestamps, same payload bytes. It returns the number of batches compared.
+// timestamps, same payload bytes; transaction markers match by offset and
+// commit/abort type. It returns the number of batches compared.
 func CompareBatches(ctx context.Context, src, dst *kgo.Client, topic string, p int32) (int, error) {
 	sb, err := ReadBatches(ctx, src, topic, p)
 	if err != nil {
@@ -244,6 +245,15 @@ func CompareBatches(ctx context.Context, src, dst *kgo.Client, topic string, p i
 			return i, fmt.Errorf("%s/%d batch at %d: source attributes %#x, destination %#x", topic, p, s.BaseOffset, s.Attributes, d.Attributes)
 		case s.RecordCount != d.RecordCount:
 			return i, fmt.Errorf("%s/%d batch at %d: source %d records, destination %d", topic, p, s.BaseOffset, s.RecordCount, d.RecordCount)
+		case s.IsControl():
+			// A marker is written by each cluster's transaction coordinator,
+			// with its own timestamp and coordinator epoch: what must match
+			// is the offset and the commit/abort type in the record key.
+			sk, err1 := controlKey(sb[i].Payload)
+			dk, err2 := controlKey(db[i].Payload)
+			if err1 != nil || err2 != nil || !bytes.Equal(sk, dk) {
+				return i, fmt.Errorf("%s/%d control batch at %d: source key %x, destination key %x (%v %v)", topic, p, s.BaseOffset, sk, dk, err1, err2)
+			}
 		case s.BaseTimestamp != d.BaseTimestamp || s.MaxTimestamp != d.MaxTimestamp:
 			return i, fmt.Errorf("%s/%d batch at %d: timestamps differ", topic, p, s.BaseOffset)
 		case !bytes.Equal(sb[i].Payload, db[i].Payload):
@@ -251,6 +261,16 @@ func CompareBatches(ctx context.Context, src, dst *kgo.Client, topic string, p i
 		}
 	}
 	return len(sb), nil
+}
+
+// controlKey returns the key (version, commit/abort type) of a control
+// batch's one record.
+func controlKey(payload []byte) ([]byte, error) {
+	var rec kmsg.Record
+	if err := rec.ReadFrom(payload); err != nil {
+		return nil, err
+	}
+	return rec.Key, nil
 }
 
 // Record is what a consumer sees of one record.
@@ -263,11 +283,30 @@ type Record struct {
 }
 
 // Consume reads a partition from its log start to its end with a franz-go
-// consumer.
+// consumer (READ_UNCOMMITTED). It reads as many records as the raw batches
+// hold, so trailing transaction markers (which carry no record a consumer
+// sees) do not leave it waiting.
 func Consume(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]Record, error) {
-	start, end, err := Offsets(ctx, kadm.NewClient(cl), topic, p)
-	if err != nil || start == end {
+	bs, err := ReadBatches(ctx, cl, topic, p)
+	if err != nil {
 		return nil, err
+	}
+	start, _, err := Offsets(ctx, kadm.NewClient(cl), topic, p)
+	if err != nil {
+		return nil, err
+	}
+	want := 0
+	for _, b := range bs {
+		switch h := b.Header; {
+		case h.IsControl():
+		case h.BaseOffset < start: // the log start lies inside this batch
+			want += int(h.NextOffset() - start)
+		default:
+			want += int(h.RecordCount)
+		}
+	}
+	if want == 0 {
+		return nil, nil
 	}
 	cons, err := kgo.NewClient(
 		kgo.SeedBrokers(seeds(cl)...),
@@ -278,10 +317,10 @@ func Consume(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]Reco
 	}
 	defer cons.Close()
 	var out []Record
-	for {
+	for len(out) < want {
 		fs := cons.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return out, err
+			return out, fmt.Errorf("read %s/%d: %d of %d records: %w", topic, p, len(out), want, err)
 		}
 		if err := fs.Err(); err != nil {
 			return out, err
@@ -292,11 +331,9 @@ func Consume(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]Reco
 				fmt.Fprintf(&hs, "%s=%s;", h.Key, h.Value)
 			}
 			out = append(out, Record{Offset: r.Offset, Key: string(r.Key), Value: string(r.Value), Headers: hs.String(), Timestamp: r.Timestamp.UnixMilli()})
-			if r.Offset >= end-1 {
-				return out, nil
-			}
 		}
 	}
+	return out, nil
 }
 
 func seeds(cl *kgo.Client) []string {
