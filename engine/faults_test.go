@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -329,4 +331,59 @@ func TestFailedRetryBacksOffThenRecovers(t *testing.T) {
 		return ps.State == partition.Mirroring && ps.DestLogEnd == 10 && ps.Attempt == 0,
 			fmt.Sprintf("%s at %d, attempt %d: %s", ps.State, ps.DestLogEnd, ps.Attempt, ps.Error)
 	})
+}
+
+// TestLogAppendTimeSourceBatch: a source topic with
+// message.timestamp.type=LogAppendTime hands out batches flagged
+// LogAppendTime whose max timestamp is the broker's append time. A client
+// cannot write such a batch to a CreateTime topic (Kafka clears the flag;
+// kfake corrupts the CRC), so kmirror clears the flag: the destination keeps
+// the producer's record timestamps (base + delta), the batch's max
+// timestamp and the payload bytes. (kfake does not apply the topic setting,
+// so the source's answer is injected.)
+func TestLogAppendTimeSourceBatch(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "lat", 1, nil)
+	const createTs, appendTs = int64(1_700_000_000_000), int64(1_700_000_555_000)
+	b, err := batch.Build(kgo.Lz4Compression(), createTs, batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]batch.Record{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Value: []byte("2"), TimestampDelta: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[22] |= batch.AttrLogAppendTime
+	binary.BigEndian.PutUint64(b[35:], uint64(appendTs))
+	binary.BigEndian.PutUint32(b[17:], batch.Checksum(b))
+	payload := append([]byte(nil), b[batch.HeaderSize:]...)
+	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fr := req.(*kmsg.FetchRequest)
+		if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].FetchOffset != 0 {
+			return nil, nil, false
+		}
+		resp := fr.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = fr.Topics[0].Topic, fr.Topics[0].TopicID
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = 2, 2, 0
+		rp.RecordBatches = append([]byte(nil), b...)
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	e.startMirror("lat")
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		ends, err := enginetest.Ends(context.Background(), e.dstCl, "lat")
+		return err == nil && ends[0] == 2, fmt.Sprintf("destination ends %v %v", ends, err)
+	})
+	got, err := enginetest.ReadBatches(context.Background(), e.dstCl, "lat", 0)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("destination batches %v, %v", got, err)
+	}
+	h := got[0].Header
+	if h.Attributes&batch.AttrLogAppendTime != 0 || h.BaseTimestamp != createTs || h.MaxTimestamp != appendTs || !bytes.Equal(got[0].Payload, payload) {
+		t.Fatalf("destination batch attributes %#x, base ts %d, max ts %d, payload equal %v", h.Attributes, h.BaseTimestamp, h.MaxTimestamp, bytes.Equal(got[0].Payload, payload))
+	}
+	recs, err := enginetest.Consume(context.Background(), e.dstCl, "lat", 0)
+	if err != nil || len(recs) != 2 || recs[0].Timestamp != createTs || recs[1].Timestamp != createTs+7 {
+		t.Fatalf("destination records %+v (%v): want the producer's timestamps", recs, err)
+	}
 }
