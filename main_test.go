@@ -354,3 +354,5 @@ func TestSourceClusterChangeFailsUntilRecovered(t *testing.T) {
 	must("caughtup", "orders")
 	must("identical", "orders")
 }
+
+func writeFile(path, text string) error { return os.WriteFile(path, []byte(text+"\n"), 0o600) }

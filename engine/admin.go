@@ -280,6 +280,9 @@ func (a *Admin) Start(ctx context.Context, mirror string, sel TopicSelector, exc
 		return nil, opErr("no source topic matches %q", sel.raw)
 	}
 	slices.Sort(topics)
+	if err := a.refuseLoop(ctx, def, topics); err != nil {
+		return nil, err
+	}
 	for _, t := range topics {
 		td := cat.Topics[store.TopicRef{Mirror: mirror, Topic: t}]
 		td.Mirror, td.Topic, td.Desired, td.Pattern, td.UpdatedAt = mirror, t, partition.DesiredStart, sel.raw, a.now().UTC()
@@ -291,6 +294,35 @@ func (a *Admin) Start(ctx context.Context, mirror string, sel TopicSelector, exc
 		}
 	}
 	return topics, nil
+}
+
+// refuseLoop fails when an active mirror in the source cluster's own
+// __mirror_state copies any of topics from this destination to the source.
+func (a *Admin) refuseLoop(ctx context.Context, def store.MirrorDef, topics []string) error {
+	dst := &cluster{name: "destination", cl: a.cl, adm: kadm.NewClient(a.cl)}
+	meta, err := dst.metadata(ctx, []string{})
+	if err != nil {
+		return err
+	}
+	sec, err := resolveSecrets(def.SourceConfig)
+	if err != nil {
+		return err
+	}
+	opts, err := SecurityOpts(sec)
+	if err != nil {
+		return err
+	}
+	peer, err := store.ReadAll(ctx, append([]kgo.Opt{kgo.SeedBrokers(def.SourceBootstrap...)}, opts...), nil)
+	if errors.Is(err, store.ErrNoStateTopic) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the source cluster's %s: %w", store.Topic, err)
+	}
+	if loops := loopTopics(peer, meta.clusterID, topics); len(loops) > 0 {
+		return opErr("%v: %s already mirrored from this cluster to the source and not STOPPED; stop that mirror first", ErrMirrorLoop, strings.Join(loops, ", "))
+	}
+	return nil
 }
 
 // Control records pause, resume, stop or recover for the mirror's topics

@@ -94,6 +94,7 @@ type mirror struct {
 	fetchers map[fetchKey]*fetcher
 	runs     map[tp]*runner // guarded by mu
 	topics   []string       // topics with runners, sorted; guarded by mu
+	peer     peerState      // the source cluster's __mirror_state, for failback
 }
 
 // runner returns the runner of a partition, nil if none.

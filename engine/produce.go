@@ -189,6 +189,9 @@ func (r *runner) align(ctx context.Context) error {
 	}
 	r.stats.setSource(srcEnd, srcStart)
 	r.stats.setDestEnd(dstEnd)
+	if err := r.checkFailback(ctx, dstEnd); err != nil {
+		return err
+	}
 	switch {
 	case dstEnd > srcEnd:
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: srcEnd, Actual: dstEnd, Cause: ErrDiverged}

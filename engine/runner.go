@@ -59,6 +59,7 @@ type runner struct {
 	restoredTxns []txn.Producer // from the partition record, for the first alignment
 	openTxns     int            // open mirrored transactions last persisted
 	gapFill      bool           // mirror.gap.policy=fill
+	failbackFrom string         // the forward mirror this partition fails back from, once found
 }
 
 func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// kmirrorCLI runs one action in process and returns its output.
+func kmirrorCLI(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != want {
+		t.Fatalf("kmirror %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out.String(), errb.String())
+	}
+	return out.String() + errb.String()
+}
+
+// joined starts an in-process instance on a destination cluster.
+func joined(t *testing.T, c *enginetest.Cluster, name string) *engine.Engine {
+	t.Helper()
+	eng, err := engine.New(context.Background(), engine.Config{Destination: c.Addrs(), Instance: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+	if err := eng.Join(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
+func addrs(c *enginetest.Cluster) string { return strings.Join(c.Addrs(), ",") }
+
+func waitStates(t *testing.T, eng *engine.Engine, mirror string, want partition.State, n int) []engine.PartitionSnapshot {
+	t.Helper()
+	var got []engine.PartitionSnapshot
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		got = nil
+		for _, m := range eng.Snapshot().Mirrors {
+			if m.Name == mirror {
+				got = m.Partitions
+			}
+		}
+		k := 0
+		var b strings.Builder
+		for _, p := range got {
+			if p.State == want {
+				k++
+			}
+			fmt.Fprintf(&b, "%s/%d %s %q; ", p.Topic, p.Partition, p.State, p.Error)
+		}
+		return k == n, fmt.Sprintf("%d of %d %s: %s", k, n, want, b.String())
+	})
+	return got
+}
+
+// TestPlannedFailoverAndFailback: producers stop on A, the mirror catches up
+// and stops, B takes writes, and the reverse mirror b-to-a copies only
+// those writes back to A. A mirror back while the forward one still runs is
+// refused as a loop.
+func TestPlannedFailoverAndFailback(t *testing.T) {
+	a, b := enginetest.Pair(t)
+	a.CreateTopic(t, "orders", 2, nil)
+	enginetest.Produce(t, a.Client(t, enginetest.ProducerOpts("zstd", true)...), "orders", 2, 200, "before")
+	work := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(writeFile(filepath.Join(work, "a.properties"), "bootstrap.servers="+addrs(a)))
+	must(writeFile(filepath.Join(work, "b.properties"), "bootstrap.servers="+addrs(b)))
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--create", "--mirror", "a-to-b", "--mirror-config", filepath.Join(work, "a.properties"))
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--start", "--mirror", "a-to-b", "--topics", "orders")
+	onB := joined(t, b, "instance-b")
+	waitStates(t, onB, "a-to-b", partition.Mirroring, 2)
+	enginetest.Wait(t, 60*time.Second, caughtUp(t, a, b, "orders"))
+
+	// The loop check: mirroring orders back while a-to-b runs is refused.
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--create", "--mirror", "b-to-a", "--mirror-config", filepath.Join(work, "b.properties"))
+	out := kmirrorCLI(t, 1, "--bootstrap-server", addrs(a), "--start", "--mirror", "b-to-a", "--topics", "orders")
+	if !strings.Contains(out, "mirror loop") || !strings.Contains(out, "a-to-b") {
+		t.Fatalf("start of b-to-a while a-to-b mirrors: %q, want a mirror loop refusal", out)
+	}
+
+	// Failover: stop, then B is writable.
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b")
+	stopped := waitStates(t, onB, "a-to-b", partition.Stopped, 2)
+	for _, p := range stopped {
+		if p.LastOffset != 199 {
+			t.Fatalf("%s/%d stopped with LME %d, want 199", p.Topic, p.Partition, p.LastOffset)
+		}
+	}
+	enginetest.Produce(t, b.Client(t, enginetest.ProducerOpts("lz4", true)...), "orders", 2, 30, "on-b")
+
+	// Failback: only the delta travels.
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--start", "--mirror", "b-to-a", "--topics", "orders")
+	onA := joined(t, a, "instance-a")
+	enginetest.Wait(t, 60*time.Second, caughtUp(t, b, a, "orders"))
+	back := waitStates(t, onA, "b-to-a", partition.Mirroring, 2)
+	for p := range int32(2) {
+		if _, err := enginetest.CompareBatches(context.Background(), b.Client(t), a.Client(t), "orders", p); err != nil {
+			t.Fatalf("after failback: %v", err)
+		}
+	}
+	for _, p := range back {
+		if p.BatchesCopied == 0 || p.BatchesCopied > 3 || p.FillerBatches != 0 {
+			t.Fatalf("%s/%d: failback copied %d batches (%d bytes, %d fillers); only the 30-record delta should travel", p.Topic, p.Partition, p.BatchesCopied, p.BytesCopied, p.FillerBatches)
+		}
+	}
+}
+
+// TestUnplannedFailoverDivergence: A holds records the mirror never copied
+// when it goes down; the stop completes with A unreachable; when A returns,
+// the reverse mirror reports those partitions as diverged, naming how many
+// records never reached B.
+func TestUnplannedFailoverDivergence(t *testing.T) {
+	dir := t.TempDir()
+	a := enginetest.NewCluster(t, "kmirror-test-source", kfake.DataDir(dir))
+	b := enginetest.NewCluster(t, "kmirror-test-destination")
+	a.CreateTopic(t, "orders", 2, nil)
+	prod := a.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, prod, "orders", 2, 100, "mirrored")
+	work := t.TempDir()
+	if err := writeFile(filepath.Join(work, "a.properties"), "bootstrap.servers="+addrs(a)+"\nmirror.failed.retry.initial.backoff.ms=50"); err != nil {
+		t.Fatal(err)
+	}
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--create", "--mirror", "a-to-b", "--mirror-config", filepath.Join(work, "a.properties"))
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--start", "--mirror", "a-to-b", "--topics", "orders")
+	onB := joined(t, b, "instance-b")
+	enginetest.Wait(t, 60*time.Second, caughtUp(t, a, b, "orders"))
+
+	// The mirror falls behind (paused), A takes 7 more records on partition
+	// 1, then A goes down.
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--pause", "--mirror", "a-to-b")
+	waitStates(t, onB, "a-to-b", partition.Paused, 2)
+	var recs []*kgo.Record
+	for i := range 7 {
+		recs = append(recs, &kgo.Record{Topic: "orders", Partition: 1, Value: []byte(strconv.Itoa(i))})
+	}
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var ports []int
+	for _, s := range a.Addrs() {
+		_, p, _ := strings.Cut(s, ":")
+		n, _ := strconv.Atoi(p)
+		ports = append(ports, n)
+	}
+	a.Close()
+
+	start := time.Now()
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b")
+	waitStates(t, onB, "a-to-b", partition.Stopped, 2)
+	t.Logf("stop with the source down took %s", time.Since(start).Round(time.Millisecond))
+	enginetest.Produce(t, b.Client(t, enginetest.ProducerOpts("lz4", true)...), "orders", 2, 10, "on-b")
+
+	back, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("kmirror-test-source"), kfake.Ports(ports...), kfake.DataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(back.Close)
+	a = &enginetest.Cluster{Cluster: back, ID: "kmirror-test-source"}
+	if err := writeFile(filepath.Join(work, "b.properties"), "bootstrap.servers="+addrs(b)); err != nil {
+		t.Fatal(err)
+	}
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--create", "--mirror", "b-to-a", "--mirror-config", filepath.Join(work, "b.properties"))
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--start", "--mirror", "b-to-a", "--topics", "orders")
+	onA := joined(t, a, "instance-a")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		var st []string
+		for _, m := range onA.Snapshot().Mirrors {
+			for _, p := range m.Partitions {
+				st = append(st, fmt.Sprintf("%d:%s:%s", p.Partition, p.State, p.Error))
+				if p.Partition == 1 && p.State == partition.Failed && strings.Contains(p.Error, "holds 7 records after offset 99") {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprint(st)
+	})
+	// Partition 0 lost nothing: it fails back with the delta.
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		be, _ := enginetest.Ends(context.Background(), b.Client(t), "orders")
+		ae, _ := enginetest.Ends(context.Background(), a.Client(t), "orders")
+		return len(be) == 2 && len(ae) == 2 && be[0] == ae[0], fmt.Sprintf("B %v A %v", be, ae)
+	})
+	out := kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--describe", "--failed")
+	if !strings.Contains(out, "FAILED") || !strings.Contains(out, "records never mirrored before the failover") {
+		t.Fatalf("describe --failed on A:\n%s", out)
+	}
+}
+
+func caughtUp(t *testing.T, from, to *enginetest.Cluster, topic string) func() (bool, string) {
+	return func() (bool, string) {
+		se, err1 := enginetest.Ends(context.Background(), from.Client(t), topic)
+		de, err2 := enginetest.Ends(context.Background(), to.Client(t), topic)
+		return err1 == nil && err2 == nil && fmt.Sprint(se) == fmt.Sprint(de), fmt.Sprintf("%v vs %v (%v %v)", se, de, err1, err2)
+	}
+}
