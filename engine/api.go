@@ -63,6 +63,7 @@ type MirrorSnapshot struct {
 	Name       string
 	Source     ClusterInfo
 	Partitions []PartitionSnapshot // sorted by topic, then partition
+	Groups     []GroupSnapshot     // consumer-group offset sync, by group
 }
 
 // Snapshot is a consistent, immutable copy of the engine's state. The UI polls

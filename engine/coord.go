@@ -365,6 +365,7 @@ func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
 		NumFetchers: s.NumFetchers, RetryInitial: s.RetryInitialBackoff, RetryMax: s.RetryMaxBackoff,
 		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight, GapFill: s.GapPolicy == "fill",
 	}
+	cfg.SyncGroups(s.MetadataRefresh, s.GroupsInclude, s.GroupsExclude)
 	return cfg, cfg.defaults()
 }
 

@@ -176,6 +176,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	e.mirrors[cfg.Name] = m
 	e.mu.Unlock()
 	e.wg.Go(func() { m.watch(e.ctx) })
+	e.wg.Go(func() { m.syncGroups(e.ctx) })
 	return m, nil
 }
 
@@ -200,6 +201,9 @@ func (e *Engine) Snapshot() Snapshot {
 			ps.Owner = e.cfg.Instance
 			mm.Partitions = append(mm.Partitions, ps)
 		}
+		m.mu.Lock()
+		mm.Groups = slices.Clone(m.groups)
+		m.mu.Unlock()
 		s.Mirrors = append(s.Mirrors, mm)
 	}
 	if c := e.coord; c != nil {

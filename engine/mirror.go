@@ -35,6 +35,7 @@ type MirrorConfig struct {
 	CheckInterval       time.Duration // destination log-end check and rate period, default 1s
 	MaxInFlight         int           // batches in flight per partition (mirror.max.inflight, 1..5), default 5
 	GapFill             bool          // mirror.gap.policy=fill: tombstones stand in for missing source offsets
+	GroupSync           groupSync     // consumer-group offset sync; no interval: off
 }
 
 func (c *MirrorConfig) defaults() error {
@@ -68,6 +69,12 @@ func (c *MirrorConfig) defaults() error {
 	return nil
 }
 
+// SyncGroups turns on consumer-group offset sync every interval for groups
+// matching include and not exclude (RE2, whole names).
+func (c *MirrorConfig) SyncGroups(interval time.Duration, include, exclude []string) {
+	c.GroupSync = groupSync{include: compileAll(include), exclude: compileAll(exclude), interval: interval}
+}
+
 // retryConfig is the state machine's retry settings of the mirror.
 func (c *MirrorConfig) retryConfig() partition.Config {
 	return partition.Config{InitialBackoff: c.RetryInitial, MaxBackoff: c.RetryMax, MaxAttempts: c.RetryAttempts}.WithDefaults()
@@ -92,9 +99,10 @@ type mirror struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	fetchers map[fetchKey]*fetcher
-	runs     map[tp]*runner // guarded by mu
-	topics   []string       // topics with runners, sorted; guarded by mu
-	peer     peerState      // the source cluster's __mirror_state, for failback
+	runs     map[tp]*runner  // guarded by mu
+	topics   []string        // topics with runners, sorted; guarded by mu
+	peer     peerState       // the source cluster's __mirror_state, for failback
+	groups   []GroupSnapshot // last group offset sync; guarded by mu
 }
 
 // runner returns the runner of a partition, nil if none.

@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// GroupPartition is one partition of a synced consumer group.
+type GroupPartition struct {
+	Topic       string
+	Partition   int32
+	Source      int64 // committed on the source, -1 none
+	Destination int64 // committed on the destination by the sync, -1 none
+}
+
+// GroupSnapshot is the offset sync status of one consumer group.
+type GroupSnapshot struct {
+	Group      string
+	LastSync   time.Time // zero: never synced
+	SkipReason string    // why the group was not synced in the last run, "" if it was
+	Partitions []GroupPartition
+}
+
+// groupSync copies consumer-group offsets of mirrored topics from the
+// source to the destination, so a group moved to the destination resumes
+// where it was. A group with members on the destination is never touched
+// (it is already consuming there); a STOPPED topic's offsets are never
+// written again (after failover the destination's groups own them).
+type groupSync struct {
+	include, exclude []*regexp.Regexp
+	interval         time.Duration
+}
+
+func compileAll(patterns []string) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, p := range patterns {
+		if re, err := regexp.Compile("^(?:" + p + ")$"); err == nil {
+			out = append(out, re)
+		}
+	}
+	return out
+}
+
+func (g *groupSync) wants(group string) bool {
+	match := func(res []*regexp.Regexp) bool {
+		return slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(group) })
+	}
+	return match(g.include) && !match(g.exclude)
+}
+
+// syncGroups runs until ctx ends, one sync per interval.
+func (m *mirror) syncGroups(ctx context.Context) {
+	if m.cfg.GroupSync.interval <= 0 {
+		return
+	}
+	t := time.NewTicker(m.cfg.GroupSync.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := m.syncGroupsOnce(ctx); err != nil && ctx.Err() == nil {
+			m.e.emit(LevelWarn, m.cfg.Name, "", -1, "group offset sync: "+err.Error())
+		}
+	}
+}
+
+// syncedTopics are the topics whose group offsets are synced: mirrored and
+// with no partition stopping or stopped. After a failover the destination's
+// own consumers own those offsets.
+func (m *mirror) syncedTopics() []string {
+	var out, stopped []string
+	for _, r := range m.runners() {
+		switch r.stats.snapshot().State {
+		case partition.Stopping, partition.Stopped:
+			stopped = append(stopped, r.topic)
+		default:
+			out = append(out, r.topic)
+		}
+	}
+	out = slices.DeleteFunc(out, func(t string) bool { return slices.Contains(stopped, t) })
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (m *mirror) syncGroupsOnce(ctx context.Context) error {
+	topics := m.syncedTopics()
+	listed, err := m.src.adm.ListGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("list source groups: %w", err)
+	}
+	var groups []string
+	for _, g := range listed.Groups() {
+		if m.cfg.GroupSync.wants(g) {
+			groups = append(groups, g)
+		}
+	}
+	slices.Sort(groups)
+	if len(groups) == 0 || len(topics) == 0 {
+		m.setGroups(nil)
+		return nil
+	}
+	dstDesc, err := m.e.dst.adm.DescribeGroups(ctx, groups...)
+	if err != nil {
+		return fmt.Errorf("describe destination groups: %w", err)
+	}
+	starts, err := m.e.dst.adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("destination log starts: %w", err)
+	}
+	ends, err := m.e.dst.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("destination log ends: %w", err)
+	}
+	var out []GroupSnapshot
+	now := m.e.now()
+	for _, g := range groups {
+		gs := GroupSnapshot{Group: g}
+		if d, ok := dstDesc[g]; ok && len(d.Members) > 0 {
+			gs.SkipReason = fmt.Sprintf("active on the destination (%d members): it consumes there already", len(d.Members))
+			out = append(out, gs)
+			continue
+		}
+		committed, err := m.src.adm.FetchOffsetsForTopics(ctx, g, topics...)
+		if err != nil {
+			gs.SkipReason = "fetch source offsets: " + err.Error()
+			out = append(out, gs)
+			continue
+		}
+		var commit kadm.Offsets
+		committed.Each(func(o kadm.OffsetResponse) {
+			if o.Err != nil || o.At < 0 {
+				return
+			}
+			s, _ := starts.Lookup(o.Topic, o.Partition)
+			e, _ := ends.Lookup(o.Topic, o.Partition)
+			at := max(s.Offset, min(o.At, e.Offset))
+			commit.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: at, LeaderEpoch: -1})
+			gs.Partitions = append(gs.Partitions, GroupPartition{Topic: o.Topic, Partition: o.Partition, Source: o.At, Destination: at})
+		})
+		if len(gs.Partitions) == 0 {
+			gs.SkipReason = "no committed offsets on mirrored topics"
+			out = append(out, gs)
+			continue
+		}
+		resp, err := m.e.dst.adm.CommitOffsets(ctx, g, commit)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			gs.SkipReason = "commit on the destination: " + err.Error()
+		} else {
+			gs.LastSync = now
+		}
+		slices.SortFunc(gs.Partitions, func(a, b GroupPartition) int {
+			if a.Topic != b.Topic {
+				return compareStrings(a.Topic, b.Topic)
+			}
+			return int(a.Partition - b.Partition)
+		})
+		out = append(out, gs)
+	}
+	m.setGroups(out)
+	return nil
+}
+
+func (m *mirror) setGroups(gs []GroupSnapshot) {
+	m.mu.Lock()
+	m.groups = gs
+	m.mu.Unlock()
+}
