@@ -119,6 +119,7 @@ func (m *Model) applySnapshot(snap engine.Snapshot) {
 	m.mirrors.SetSnapshot(snap)
 	m.partitions.SetSnapshot(snap)
 	m.detail.SetSnapshot(snap)
+	m.groups.SetSnapshot(snap)
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {

@@ -1,18 +1,23 @@
 package views
 
 import (
+	"fmt"
+	"strings"
+
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/keymap"
 )
 
-// Groups is the consumer-group offset view. The engine does not publish any
-// group data yet (engine.Snapshot has no groups), so the view says exactly
-// that instead of drawing an empty table that would look like "all synced".
+// Groups is the consumer-group offset view: per mirror and group, the
+// source's committed offsets next to what the sync committed on the
+// destination, when the group was last synced, or why it was skipped.
 type Groups struct {
 	skin          *Skin
 	km            keymap.KeyMap
 	width, height int
+	snap          engine.Snapshot
 }
 
 // NewGroups returns the groups view.
@@ -20,6 +25,9 @@ func NewGroups(skin *Skin, km keymap.KeyMap) *Groups { return &Groups{skin: skin
 
 // SetSize implements Component.
 func (v *Groups) SetSize(width, height int) { v.width, v.height = width, height }
+
+// SetSnapshot gives the view the engine's latest state.
+func (v *Groups) SetSnapshot(snap engine.Snapshot) { v.snap = snap }
 
 // Help implements Component.
 func (v *Groups) Help() []keymap.Entry { return v.km.ForScope(keymap.ScopeGroups) }
@@ -33,9 +41,26 @@ func (v *Groups) Update(tea.Msg) tea.Cmd { return nil }
 // View implements Component.
 func (v *Groups) View() string {
 	s := v.skin
-	text := s.Warn.Render("group offset sync not configured") + "\n\n" +
-		s.Text.Render("This engine publishes no consumer-group offsets, so there is nothing") + "\n" +
-		s.Text.Render("to compare between source and destination yet. Before failing clients") + "\n" +
-		s.Text.Render("over, check group positions on the destination with your Kafka tools.")
-	return block(text, v.width, v.height)
+	var b strings.Builder
+	any := false
+	for _, m := range v.snap.Mirrors {
+		for _, g := range m.Groups {
+			any = true
+			status := s.OK.Render("synced " + g.LastSync.UTC().Format("15:04:05"))
+			if g.SkipReason != "" {
+				status = s.Warn.Render("skipped: " + g.SkipReason)
+			}
+			fmt.Fprintf(&b, "%s %s  %s\n", s.Text.Render(m.Name), s.Text.Render(g.Group), status)
+			for _, p := range g.Partitions {
+				fmt.Fprintf(&b, "    %-24s %4d  source %10d  destination %10d\n", p.Topic, p.Partition, p.Source, p.Destination)
+			}
+		}
+	}
+	if !any {
+		b.WriteString(s.Warn.Render("no consumer group synced yet") + "\n\n" +
+			s.Text.Render("Groups of the source that match mirror.groups.include are synced every") + "\n" +
+			s.Text.Render("mirror.metadata.refresh.interval.ms for mirrored topics that are not stopped.") + "\n" +
+			s.Text.Render("Before failing clients over, check group positions on the destination."))
+	}
+	return block(b.String(), v.width, v.height)
 }

@@ -117,7 +117,14 @@ func Snapshot() engine.Snapshot {
 		Instance:    "kmirror-1",
 		Destination: engine.ClusterInfo{ID: "dst-9Zq3kT2mQ0yK", Bootstrap: []string{"b-1.dr.example:9092"}},
 		Mirrors: []engine.MirrorSnapshot{
-			{Name: MirrorAB, Source: engine.ClusterInfo{ID: "src-4hV7pLxN2cRw", Bootstrap: []string{"a-1.prod.example:9092"}}, Partitions: ab},
+			{Name: MirrorAB, Source: engine.ClusterInfo{ID: "src-4hV7pLxN2cRw", Bootstrap: []string{"a-1.prod.example:9092"}}, Partitions: ab,
+				Groups: []engine.GroupSnapshot{
+					{Group: "billing", LastSync: T0.Add(-3 * time.Second), Partitions: []engine.GroupPartition{
+						{Topic: "orders", Partition: 0, Source: 1200, Destination: 1200},
+						{Topic: "orders", Partition: 1, Source: 1190, Destination: 1185},
+					}},
+					{Group: "fraud-check", SkipReason: "active on the destination (2 members): it consumes there already"},
+				}},
 			{Name: MirrorCB, Source: engine.ClusterInfo{ID: "src-Lm8dQ1wYt5Ez", Bootstrap: []string{"c-1.edge.example:9092"}}, Partitions: cb},
 		},
 	}
