@@ -64,6 +64,7 @@ type MirrorSnapshot struct {
 	Source     ClusterInfo
 	Partitions []PartitionSnapshot // sorted by topic, then partition
 	Groups     []GroupSnapshot     // consumer-group offset sync, by group
+	Meta       MetaSyncStatus      // topic discovery, config and ACL sync
 }
 
 // Snapshot is a consistent, immutable copy of the engine's state. The UI polls

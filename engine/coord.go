@@ -286,9 +286,13 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 	setup := func(p int32) runnerInit {
 		pref := store.PartitionRef{Mirror: t.Mirror, Topic: t.Topic, Partition: p}
 		c.sent[pref] = t.Desired
-		init := runnerInit{status: partition.Status{Config: m.cfg.retryConfig()}}
+		init := runnerInit{status: partition.Status{Config: m.cfg.retryConfig()}, lastOffset: -1, lastEpoch: -1}
 		if rec, ok := c.cat.Partitions[pref]; ok {
 			init.status = rec.Status(m.cfg.retryConfig())
+			init.lastOffset, init.lastEpoch = rec.LastOffset, rec.LastEpoch
+			for _, l := range rec.Lineage {
+				init.lineage = append(init.lineage, EpochStart{Epoch: l.Epoch, StartOffset: l.Start})
+			}
 			if init.status.State != partition.Unknown {
 				init.events = append(init.events, partition.Restored{})
 			}
@@ -364,8 +368,10 @@ func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
 		Name: def.Name, SourceBootstrap: def.SourceBootstrap, SourceOpts: opts,
 		NumFetchers: s.NumFetchers, RetryInitial: s.RetryInitialBackoff, RetryMax: s.RetryMaxBackoff,
 		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight, GapFill: s.GapPolicy == "fill",
+		UncleanRecovery: s.UncleanLeaderElection,
 	}
 	cfg.SyncGroups(s.MetadataRefresh, s.GroupsInclude, s.GroupsExclude)
+	cfg.SyncMetadata(s.MetadataRefresh, s.TopicsExclude, s.TopicPropertiesExclude, s.ACLInclude)
 	return cfg, cfg.defaults()
 }
 

@@ -128,7 +128,7 @@ func (e *Engine) StartMirror(ctx context.Context, cfg MirrorConfig) error {
 	slices.Sort(topics)
 	for _, t := range slices.Compact(topics) {
 		start := func(int32) runnerInit {
-			return runnerInit{status: partition.Status{Config: cfg.retryConfig()}, events: []partition.Event{partition.Start{}}}
+			return runnerInit{status: partition.Status{Config: cfg.retryConfig()}, events: []partition.Event{partition.Start{}}, lastOffset: -1, lastEpoch: -1}
 		}
 		if err := m.addTopic(ctx, t, start, nil, nil); err != nil {
 			return err
@@ -177,6 +177,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	e.mu.Unlock()
 	e.wg.Go(func() { m.watch(e.ctx) })
 	e.wg.Go(func() { m.syncGroups(e.ctx) })
+	e.wg.Go(func() { m.metaSync(e.ctx) })
 	return m, nil
 }
 
@@ -204,6 +205,7 @@ func (e *Engine) Snapshot() Snapshot {
 		m.mu.Lock()
 		mm.Groups = slices.Clone(m.groups)
 		m.mu.Unlock()
+		mm.Meta = m.metaStatus()
 		s.Mirrors = append(s.Mirrors, mm)
 	}
 	if c := e.coord; c != nil {

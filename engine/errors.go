@@ -59,3 +59,25 @@ func (e *OffsetMismatchError) Error() string {
 }
 
 func (e *OffsetMismatchError) Unwrap() error { return e.Cause }
+
+// ErrULE: the source lost records that were already mirrored (an unclean
+// leader election truncated its log).
+var ErrULE = errors.New("source unclean leader election")
+
+// ULEError reports mirrored records the source no longer has: the source's
+// log for Epoch ends at SourceEnd, but the destination holds offsets up to
+// Mirrored-1 copied in that epoch.
+type ULEError struct {
+	Topic     string
+	Partition int32
+	Epoch     int32
+	SourceEnd int64
+	Mirrored  int64
+}
+
+func (e *ULEError) Error() string {
+	return fmt.Sprintf("%v on %s/%d: source epoch %d ends at offset %d, but offsets up to %d were mirrored (%d records diverge from offset %d)",
+		ErrULE, e.Topic, e.Partition, e.Epoch, e.SourceEnd, e.Mirrored-1, e.Mirrored-e.SourceEnd, e.SourceEnd)
+}
+
+func (e *ULEError) Unwrap() []error { return []error{ErrULE, ErrDiverged} }

@@ -2,12 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine"
@@ -15,10 +17,14 @@ import (
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
-// committed returns a group's committed offsets on a cluster.
+// committed returns a group's committed offsets on a cluster (empty while
+// the group does not exist there).
 func committed(t *testing.T, c *enginetest.Cluster, group string) map[string]map[int32]int64 {
 	t.Helper()
 	resp, err := kadm.NewClient(c.Client(t)).FetchOffsets(context.Background(), group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[string]map[int32]int64{}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

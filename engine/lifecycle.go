@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -147,7 +146,7 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 
 	var err error
 	var result partition.Event
-	switch a := work.(type) {
+	switch work.(type) {
 	case partition.StartAlignment:
 		mode := partition.AlignResume
 		if err = r.align(wctx); err == nil {
@@ -155,11 +154,12 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 				mode = partition.AlignFresh
 			}
 			result = partition.Aligned{Epoch: epoch, Mode: mode}
-		} else if errors.Is(err, ErrDiverged) && !a.Rebuild {
-			var om *OffsetMismatchError
-			if errors.As(err, &om) {
-				result, err = partition.AlignmentDiverged{Epoch: epoch, Reason: om.Error()}, nil
-			}
+		} else if errors.Is(err, ErrULE) {
+			result, err = partition.ULEDetected{Epoch: epoch, Enabled: r.m.cfg.UncleanRecovery, Reason: err.Error()}, nil
+		} else if errors.Is(err, ErrDiverged) {
+			// The state machine decides: FAILED, or a rebuild when the
+			// operator allowed one.
+			result, err = partition.AlignmentDiverged{Epoch: epoch, Reason: err.Error()}, nil
 		}
 	case partition.StartFencing:
 		if err = r.fence(wctx); err == nil {
@@ -176,8 +176,14 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 		if err = r.stop(ctx); err == nil {
 			result = partition.StopCompleted{Epoch: epoch}
 		}
-	case partition.StartULERecovery, partition.Rebuild:
-		err = &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: rebuild is not available in this version", ErrUnsupported)}
+	case partition.Rebuild:
+		if err = r.rebuild(wctx); err == nil {
+			result = partition.Aligned{Epoch: epoch, Mode: partition.AlignFresh}
+		}
+	case partition.StartULERecovery:
+		if err = r.rebuild(wctx); err == nil {
+			result = partition.ULERecovered{Epoch: epoch}
+		}
 	}
 	if ctx.Err() != nil {
 		return nil

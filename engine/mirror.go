@@ -26,16 +26,18 @@ type MirrorConfig struct {
 	SourceOpts      []kgo.Opt // security settings for the source
 	Topics          []string  // source topic names to mirror
 
-	NumFetchers         int           // fetchers per source broker (mirror.num.fetchers), default 1
-	FetchMaxWait        time.Duration // long-poll time of one fetch, default 250ms
-	PartitionFetchBytes int32         // bytes asked per partition per fetch, default 1 MiB
-	RetryInitial        time.Duration // first retry backoff, default 100ms
-	RetryMax            time.Duration // backoff cap, default 300s
-	RetryAttempts       int           // retries before a FAILED partition waits for recover, default 20
-	CheckInterval       time.Duration // destination log-end check and rate period, default 1s
-	MaxInFlight         int           // batches in flight per partition (mirror.max.inflight, 1..5), default 5
-	GapFill             bool          // mirror.gap.policy=fill: tombstones stand in for missing source offsets
-	GroupSync           groupSync     // consumer-group offset sync; no interval: off
+	NumFetchers         int            // fetchers per source broker (mirror.num.fetchers), default 1
+	FetchMaxWait        time.Duration  // long-poll time of one fetch, default 250ms
+	PartitionFetchBytes int32          // bytes asked per partition per fetch, default 1 MiB
+	RetryInitial        time.Duration  // first retry backoff, default 100ms
+	RetryMax            time.Duration  // backoff cap, default 300s
+	RetryAttempts       int            // retries before a FAILED partition waits for recover, default 20
+	CheckInterval       time.Duration  // destination log-end check and rate period, default 1s
+	MaxInFlight         int            // batches in flight per partition (mirror.max.inflight, 1..5), default 5
+	GapFill             bool           // mirror.gap.policy=fill: tombstones stand in for missing source offsets
+	GroupSync           groupSync      // consumer-group offset sync; no interval: off
+	UncleanRecovery     bool           // mirror.unclean.leader.election.enable: rebuild after a source unclean election
+	MetaSync            metaSyncConfig // topic discovery, config and ACL sync; no interval: off
 }
 
 func (c *MirrorConfig) defaults() error {
@@ -103,6 +105,7 @@ type mirror struct {
 	topics   []string        // topics with runners, sorted; guarded by mu
 	peer     peerState       // the source cluster's __mirror_state, for failback
 	groups   []GroupSnapshot // last group offset sync; guarded by mu
+	rebuilds rebuildLocks    // one topic rebuild at a time
 }
 
 // runner returns the runner of a partition, nil if none.
@@ -135,6 +138,12 @@ type runnerInit struct {
 	status partition.Status
 	events []partition.Event
 	txns   []txn.Producer
+
+	// The durable position of the last owner, so a new one can tell a
+	// source that lost mirrored records.
+	lastOffset int64
+	lastEpoch  int32
+	lineage    []EpochStart
 }
 
 // partitionSetup says how the runner of partition p starts.
@@ -156,18 +165,18 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 	m.dstMeta.addTopic(topic)
 	for _, p := range parts {
 		m.mu.Lock()
-		_, exists := m.runs[tp{topic, p}]
-		m.mu.Unlock()
-		if exists {
+		if _, exists := m.runs[tp{topic, p}]; exists {
+			m.mu.Unlock()
 			continue
 		}
 		init := setup(p)
 		initial := init.events
-		r := newRunner(m, topic, p, newPartStats(m.cfg.Name, topic, p), init.status)
+		stats := newPartStats(m.cfg.Name, topic, p)
+		stats.restore(init.lastOffset, init.lastEpoch, init.lineage)
+		r := newRunner(m, topic, p, stats, init.status)
 		r.persist, r.restoredTxns, r.gapFill = persist, init.txns, m.cfg.GapFill
 		rctx, cancel := context.WithCancel(m.ctx)
 		r.cancel = cancel
-		m.mu.Lock()
 		m.runs[tp{topic, p}] = r
 		if !slices.Contains(m.topics, topic) {
 			m.topics = append(m.topics, topic)
@@ -307,7 +316,7 @@ func (m *mirror) watch(ctx context.Context) {
 				continue
 			}
 			select {
-			case r.stats.checkEnd <- end:
+			case r.stats.checkEnd <- observedEnd{end: end, at: now}:
 			default: // the runner has not taken the previous one yet
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -192,6 +193,9 @@ func (r *runner) align(ctx context.Context) error {
 	if err := r.checkFailback(ctx, dstEnd); err != nil {
 		return err
 	}
+	if err := r.checkSourceEpoch(ctx, srcStart, dstEnd); err != nil {
+		return err
+	}
 	switch {
 	case dstEnd > srcEnd:
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: srcEnd, Actual: dstEnd, Cause: ErrDiverged}
@@ -214,6 +218,7 @@ func (r *runner) align(ctx context.Context) error {
 		r.fillTo, r.deleteTo = 0, 0
 	}
 	r.pos, r.acked = dstEnd, dstEnd
+	r.alignedAt = at
 	r.dropFetch()
 	if r.txm != nil {
 		if err := r.txm.Resync(ctx); err != nil {
@@ -351,6 +356,31 @@ func (r *runner) stop(ctx context.Context) error {
 		if !r.wait(ctx, 100*time.Millisecond<<attempt) {
 			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+// checkSourceEpoch asks the source where the epoch of the last mirrored
+// batch ends (OffsetForLeaderEpoch). A source that ends it below what was
+// mirrored lost those records in an unclean leader election, and may have
+// written others at the same offsets since.
+func (r *runner) checkSourceEpoch(ctx context.Context, srcStart, dstEnd int64) error {
+	last := r.stats.snapshot()
+	if last.LastEpoch < 0 || dstEnd <= srcStart || last.LastOffset+1 != dstEnd {
+		return nil
+	}
+	var req kadm.OffsetForLeaderEpochRequest
+	req.Add(r.topic, r.partition, last.LastEpoch)
+	resp, err := r.m.src.adm.OffsetForLeaderEpoch(ctx, req)
+	if err != nil {
+		return fmt.Errorf("source offset for leader epoch %s/%d: %w", r.topic, r.partition, err)
+	}
+	o, ok := resp[r.topic][r.partition]
+	if !ok || o.Err != nil || o.EndOffset < 0 {
+		return nil // the source cannot say (epoch unknown to it): nothing to compare
+	}
+	if o.EndOffset < dstEnd {
+		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: last.LastEpoch, SourceEnd: o.EndOffset, Mirrored: dstEnd}
 	}
 	return nil
 }

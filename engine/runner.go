@@ -59,6 +59,7 @@ type runner struct {
 	restoredTxns []txn.Producer // from the partition record, for the first alignment
 	openTxns     int            // open mirrored transactions last persisted
 	gapFill      bool           // mirror.gap.policy=fill
+	alignedAt    time.Time      // when the destination log end was last read by alignment
 	failbackFrom string         // the forward mirror this partition fails back from, once found
 }
 
@@ -124,9 +125,9 @@ func (r *runner) mirror(ctx context.Context) error {
 			if err := r.complete(ctx, f); err != nil {
 				return err
 			}
-		case off := <-r.stats.checkEnd:
-			if off > r.pos {
-				return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: off, Cause: ErrForeignWrite}
+		case o := <-r.stats.checkEnd:
+			if o.end > r.pos && !o.at.Before(r.alignedAt) {
+				return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: o.end, Cause: ErrForeignWrite}
 			}
 		case res := <-r.reply:
 			if res.gen != r.gen {

@@ -22,7 +22,7 @@ type partStats struct {
 	// checkEnd carries destination log ends observed by the mirror's
 	// ticker to the runner, which alone can tell a foreign write from its
 	// own appends.
-	checkEnd chan int64
+	checkEnd chan observedEnd
 }
 
 func newPartStats(mirror, topic string, p int32) *partStats {
@@ -32,7 +32,7 @@ func newPartStats(mirror, topic string, p int32) *partStats {
 			SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1,
 			SourceEpoch: -1, SourceLeader: -1, LastOffset: -1, LastEpoch: -1,
 		},
-		checkEnd: make(chan int64, 1),
+		checkEnd: make(chan observedEnd, 1),
 	}
 }
 
@@ -154,4 +154,23 @@ func (s *partStats) addFiller() {
 	s.mu.Lock()
 	s.ps.FillerBatches++
 	s.mu.Unlock()
+}
+
+// restore sets the last mirrored offset and epoch persisted by an earlier
+// owner; -1 means none.
+func (s *partStats) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lastOffset >= 0 {
+		s.ps.LastOffset, s.ps.LastEpoch = lastOffset, lastEpoch
+		s.ps.Lineage = append([]EpochStart(nil), lineage...)
+	}
+}
+
+// observedEnd is a destination log end read at a moment: an answer to a
+// request sent before the runner's last alignment may describe a log that
+// no longer exists (a rebuilt topic) and is ignored.
+type observedEnd struct {
+	end int64
+	at  time.Time
 }

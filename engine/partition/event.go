@@ -167,6 +167,7 @@ type (
 	ULEDetected struct {
 		Epoch   int64
 		Enabled bool
+		Reason  string // what the source lost, for the operator
 	}
 	// ULERecovered: the recovery started by StartULERecovery finished.
 	ULERecovered struct{ Epoch int64 }

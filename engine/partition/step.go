@@ -363,8 +363,11 @@ func onULEDetected(s Status, ev ULEDetected) (Status, []Action, error) {
 	switch s.State {
 	case LogAlignment, Mirroring:
 		if !ev.Enabled {
-			return fail(s, "unclean leader election on the source lost mirrored records; mirror.unclean.leader.election.enable is false",
-				CauseULE, false, time.Time{}, 0)
+			msg := "unclean leader election on the source lost mirrored records"
+			if ev.Reason != "" {
+				msg = ev.Reason
+			}
+			return fail(s, msg+"; mirror.unclean.leader.election.enable is false", CauseULE, false, time.Time{}, 0)
 		}
 		return moved(s.State, to(s, ULERecovery), SeverityWarn, "unclean leader election on the source; recovering",
 			Halt{}, StartULERecovery{})

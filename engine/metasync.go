@@ -1,0 +1,318 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/props"
+)
+
+// metaSyncConfig is the metadata sync of one mirror (DESIGN §6): topic
+// discovery and partition growth, topic config sync and ACL sync, every
+// interval. The zero value is off.
+type metaSyncConfig struct {
+	// Include selects the source topics an ad-hoc mirror starts mirroring
+	// on its own, matched against whole names; nil: no discovery. Mirrors
+	// shared through __mirror_state discover through their topic records
+	// instead (see discoverTopics).
+	Include *regexp.Regexp
+
+	interval      time.Duration
+	topicsExclude []*regexp.Regexp
+	propsExclude  []*regexp.Regexp
+	acls          []aclRule
+	aclErr        error // invalid include rules, reported on every ACL sync
+
+	// state is allocated by SyncMetadata so a fresh configuration starts
+	// with a fresh status; the mirror's metaSync goroutine writes it,
+	// metaStatus reads it.
+	state *metaState
+}
+
+// SyncMetadata turns on metadata sync every interval. topicsExclude are RE2
+// patterns of topics never discovered (nil: "__.*"); propsExclude are topic
+// config names (or RE2 patterns of them) never synced (nil: the defaults of
+// mirror.topic.properties.exclude); aclInclude are the rules
+// resourceType;resourceName;operation;permissionType;principal of the ACLs
+// copied ("*" matches anything, resourceName may be an RE2 pattern, a rule
+// of one field is a resourceName pattern). No aclInclude: no ACL sync.
+func (c *MirrorConfig) SyncMetadata(interval time.Duration, topicsExclude, propsExclude, aclInclude []string) {
+	d := props.DefaultMirrorSettings()
+	if topicsExclude == nil {
+		topicsExclude = d.TopicsExclude
+	}
+	if propsExclude == nil {
+		propsExclude = d.TopicPropertiesExclude
+	}
+	rules, err := parseACLRules(aclInclude)
+	include := c.MetaSync.Include
+	c.MetaSync = metaSyncConfig{
+		Include:  include,
+		interval: interval, topicsExclude: compileAll(topicsExclude), propsExclude: compileAll(propsExclude),
+		acls: rules, aclErr: err, state: &metaState{},
+	}
+}
+
+// DiscoverTopics makes an ad-hoc mirror start mirroring, at each metadata
+// sync, the source topics that include (RE2, whole names) matches and the
+// topics exclude does not. It may be called before or after SyncMetadata.
+func (c *MirrorConfig) DiscoverTopics(include string) error {
+	re, err := regexp.Compile("^(?:" + include + ")$")
+	if err != nil {
+		return fmt.Errorf("mirror %s: topic include pattern %q: %w", c.Name, include, err)
+	}
+	c.MetaSync.Include = re
+	return nil
+}
+
+// MetaSyncKind is the status of one kind of metadata sync.
+type MetaSyncKind struct {
+	LastSync    time.Time // last run without error; zero: never
+	LastError   string    // error of the last run, "" if it succeeded
+	LastErrorAt time.Time
+	Synced      int // changes made on the destination by the last run
+	Skipped     int // items seen and deliberately not copied by the last run
+}
+
+// MetaSyncStatus is the metadata sync status of one mirror.
+type MetaSyncStatus struct {
+	Topics  MetaSyncKind // discovery and partition growth; Synced: topics started or grown
+	Configs MetaSyncKind // Synced: config entries set or removed; Skipped: excluded entries
+	ACLs    MetaSyncKind // Synced: ACLs created; Skipped: source ACLs not matching the rules
+	Deleted []string     // mirrored topics deleted on the source, sorted
+}
+
+// metaState holds what the metaSync goroutine learned, for readers.
+type metaState struct {
+	mu      sync.Mutex
+	status  MetaSyncStatus
+	deleted map[string]bool
+}
+
+func (s *metaState) record(kind *MetaSyncKind, now time.Time, synced, skipped int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kind.Synced, kind.Skipped = synced, skipped
+	if err != nil {
+		kind.LastError, kind.LastErrorAt = err.Error(), now
+		return
+	}
+	kind.LastSync, kind.LastError = now, ""
+}
+
+// metaStatus returns the mirror's metadata sync status.
+func (m *mirror) metaStatus() MetaSyncStatus {
+	st := m.cfg.MetaSync.state
+	if st == nil {
+		return MetaSyncStatus{}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := st.status
+	out.Deleted = slices.Sorted(func(yield func(string) bool) {
+		for t := range st.deleted {
+			if !yield(t) {
+				return
+			}
+		}
+	})
+	return out
+}
+
+// deletedTopics returns the mirrored topics found deleted on the source:
+// their partitions can never catch up again and should fail, non-retryable.
+func (m *mirror) deletedTopics() []string { return m.metaStatus().Deleted }
+
+// metaSync runs the metadata sync every interval until ctx ends.
+func (m *mirror) metaSync(ctx context.Context) {
+	cfg := m.cfg.MetaSync
+	if cfg.interval <= 0 || cfg.state == nil {
+		return
+	}
+	t := time.NewTicker(cfg.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.metaSyncOnce(ctx)
+	}
+}
+
+// metaSyncOnce runs one round: topics first, so configs and ACLs cover the
+// topics discovered in the same round.
+func (m *mirror) metaSyncOnce(ctx context.Context) {
+	st := m.cfg.MetaSync.state
+	meta, err := m.src.metadata(ctx, nil)
+	if err == nil && meta.clusterID != m.sourceID {
+		err = fmt.Errorf("%w: the source bootstrap reaches cluster %s, the mirror was created against %s", ErrSourceClusterChanged, meta.clusterID, m.sourceID)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		// Nothing is copied from a cluster that is not the mirror's source.
+		err = fmt.Errorf("mirror %s metadata sync: %w", m.cfg.Name, err)
+		now := m.e.now()
+		st.record(&st.status.Topics, now, 0, 0, err)
+		st.record(&st.status.Configs, now, 0, 0, err)
+		st.record(&st.status.ACLs, now, 0, 0, err)
+		m.e.emit(LevelWarn, m.cfg.Name, "", -1, err.Error())
+		return
+	}
+	n, err := m.syncTopics(ctx, meta)
+	m.recordKind(ctx, &st.status.Topics, "topic sync", n, 0, err)
+
+	topics := m.liveTopics()
+	n, skipped, err := m.syncConfigs(ctx, topics)
+	m.recordKind(ctx, &st.status.Configs, "topic config sync", n, skipped, err)
+
+	if len(m.cfg.MetaSync.acls) > 0 || m.cfg.MetaSync.aclErr != nil {
+		n, skipped, err := m.syncACLs(ctx, topics)
+		m.recordKind(ctx, &st.status.ACLs, "ACL sync", n, skipped, err)
+	}
+}
+
+func (m *mirror) recordKind(ctx context.Context, kind *MetaSyncKind, what string, synced, skipped int, err error) {
+	if err != nil && ctx.Err() != nil {
+		return // shutting down: not a sync failure
+	}
+	m.cfg.MetaSync.state.record(kind, m.e.now(), synced, skipped, err)
+	if err != nil {
+		m.e.emit(LevelWarn, m.cfg.Name, "", -1, fmt.Sprintf("mirror %s %s: %v", m.cfg.Name, what, err))
+	}
+}
+
+// liveTopics are the mirrored topics not deleted on the source.
+func (m *mirror) liveTopics() []string {
+	deleted := m.deletedTopics()
+	return slices.DeleteFunc(m.topicList(), func(t string) bool { return slices.Contains(deleted, t) })
+}
+
+// adHoc reports whether the mirror's runners were started directly rather
+// than from __mirror_state records: only then may the metadata sync start
+// runners itself; shared mirrors start them from their records.
+func (m *mirror) adHoc() bool {
+	return !slices.ContainsFunc(m.runners(), func(r *runner) bool { return r.persist != nil })
+}
+
+// adHocSetup starts a partition of an ad-hoc mirror from nothing, as
+// StartMirror does.
+func (m *mirror) adHocSetup(int32) runnerInit {
+	return runnerInit{status: partition.Status{Config: m.cfg.retryConfig()}, events: []partition.Event{partition.Start{}}}
+}
+
+// syncTopics notices deleted source topics and, for ad-hoc mirrors, starts
+// runners for grown partitions and discovered topics. It returns the number
+// of topics started or grown.
+func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) {
+	st := m.cfg.MetaSync.state
+	var errs []error
+	mirrored := m.topicList()
+	for _, t := range mirrored {
+		if !m.sourceTopicGone(ctx, meta, t) {
+			continue
+		}
+		st.mu.Lock()
+		known := st.deleted[t]
+		if st.deleted == nil {
+			st.deleted = map[string]bool{}
+		}
+		st.deleted[t] = true
+		st.mu.Unlock()
+		if !known {
+			m.e.emit(LevelError, m.cfg.Name, t, -1, fmt.Sprintf("source topic %s was deleted: its partitions cannot be mirrored any more", t))
+		}
+	}
+	if !m.adHoc() {
+		return 0, nil
+	}
+	changed := 0
+	deleted := m.deletedTopics()
+	// Until StartMirror has started every configured topic, one of them
+	// may be half-way through addTopic; growing it here would race that
+	// call for the same partitions.
+	starting := slices.ContainsFunc(m.cfg.Topics, func(t string) bool { return !slices.Contains(mirrored, t) })
+	for _, t := range mirrored {
+		tm, ok := meta.topics[t]
+		if !ok || starting || slices.Contains(deleted, t) || len(tm.partitions) <= len(m.runnersOf(t)) {
+			continue
+		}
+		// addTopic grows the destination topic (ensureTopics) and starts
+		// runners only for the partitions that have none.
+		if err := m.addTopic(ctx, t, m.adHocSetup, nil, nil); err != nil {
+			errs = append(errs, fmt.Errorf("grow %s: %w", t, err))
+			continue
+		}
+		changed++
+		m.e.emit(LevelInfo, m.cfg.Name, t, -1, fmt.Sprintf("source topic %s grew to %d partitions: mirroring the new ones", t, len(tm.partitions)))
+	}
+	if inc := m.cfg.MetaSync.Include; inc != nil {
+		known := slices.Concat(mirrored, m.cfg.Topics, deleted)
+		for _, t := range matchNewTopics(meta, inc, m.cfg.MetaSync.topicsExclude, known) {
+			if err := m.addTopic(ctx, t, m.adHocSetup, nil, nil); err != nil {
+				errs = append(errs, fmt.Errorf("start discovered topic %s: %w", t, err))
+				continue
+			}
+			changed++
+			m.e.emit(LevelInfo, m.cfg.Name, t, -1, fmt.Sprintf("discovered source topic %s: mirroring it", t))
+		}
+	}
+	return changed, errors.Join(errs...)
+}
+
+// sourceTopicGone confirms with a request of its own that a topic missing
+// from the full listing is unknown to the source: a broker answering from a
+// lagging metadata cache must not fail a topic.
+func (m *mirror) sourceTopicGone(ctx context.Context, all clusterMeta, topic string) bool {
+	if tm, ok := all.topics[topic]; ok && !errors.Is(tm.err, kerr.UnknownTopicOrPartition) {
+		return false
+	}
+	one, err := m.src.metadata(ctx, []string{topic})
+	if err != nil {
+		return false
+	}
+	tm, ok := one.topics[topic]
+	return !ok || errors.Is(tm.err, kerr.UnknownTopicOrPartition)
+}
+
+// discoverTopics lists the source topics that include matches (as a whole
+// name), that no exclude pattern matches and that are not in known, sorted.
+// The coordinator calls it for a topic record's pattern and writes a topic
+// record for each answer.
+func discoverTopics(ctx context.Context, src *cluster, include *regexp.Regexp, exclude []*regexp.Regexp, known []string) ([]string, error) {
+	meta, err := src.metadata(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("discover topics: %w", err)
+	}
+	return matchNewTopics(meta, include, exclude, known), nil
+}
+
+func matchNewTopics(meta clusterMeta, include *regexp.Regexp, exclude []*regexp.Regexp, known []string) []string {
+	if include == nil {
+		return nil
+	}
+	// Anchoring again is harmless for anchored patterns and makes a
+	// caller's unanchored one match whole names, as --topics does.
+	whole := regexp.MustCompile("^(?:" + include.String() + ")$")
+	var out []string
+	for t, tm := range meta.topics {
+		if tm.err != nil || !whole.MatchString(t) || slices.Contains(known, t) ||
+			slices.ContainsFunc(exclude, func(re *regexp.Regexp) bool { return re.MatchString(t) }) {
+			continue
+		}
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}

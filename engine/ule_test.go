@@ -1,0 +1,90 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// TestSourceUncleanElection: the source answers OffsetForLeaderEpoch as a
+// broker does after an unclean leader election truncated it: epoch 0 ends at
+// offset 30 though 50 records of that epoch were mirrored. By default the
+// partition is FAILED, non-retryable, naming the divergence offset; with
+// mirror.unclean.leader.election.enable the destination-only records are
+// quarantined and the topic is mirrored again, identical to the source.
+// (kfake cannot truncate a live log, so the answer is injected.)
+func TestSourceUncleanElection(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recovery=%v", enabled), func(t *testing.T) {
+			e := newEnv(t)
+			e.src.CreateTopic(t, "ule", 1, nil)
+			enginetest.Produce(t, e.src.Client(t, enginetest.ProducerOpts("zstd", true)...), "ule", 1, 25, "a")
+			enginetest.Produce(t, e.src.Client(t, enginetest.ProducerOpts("zstd", true)...), "ule", 1, 25, "b")
+			e.startMirrorWith(func(c *engine.MirrorConfig) { c.UncleanRecovery = enabled }, "ule")
+			e.waitCaughtUp("ule")
+
+			var answered atomic.Int32
+			e.src.ControlKey(int16(kmsg.OffsetForLeaderEpoch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				if answered.Load() >= 2 {
+					return nil, nil, false
+				}
+				answered.Add(1)
+				e.src.KeepControl()
+				r := req.(*kmsg.OffsetForLeaderEpochRequest)
+				resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+				rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+				rt.Topic = "ule"
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.LeaderEpoch, rp.EndOffset = 0, 0, 30
+				rt.Partitions = append(rt.Partitions, rp)
+				resp.Topics = append(resp.Topics, rt)
+				return resp, nil, true
+			})
+			// Realign: pause, then resume.
+			ctx := context.Background()
+			if err := e.eng.Control(ctx, engine.Command{Kind: engine.CmdPause, Mirror: "a-to-b"}); err != nil {
+				t.Fatal(err)
+			}
+			e.waitState("ule", 0, partition.Paused)
+			if err := e.eng.Control(ctx, engine.Command{Kind: engine.CmdResume, Mirror: "a-to-b"}); err != nil {
+				t.Fatal(err)
+			}
+			if !enabled {
+				p := e.waitState("ule", 0, partition.Failed)
+				if !strings.Contains(p.Error, "unclean leader election") || !strings.Contains(p.Error, "ends at offset 30") || p.Retryable {
+					t.Fatalf("error %q (retryable %v): want a non-retryable unclean election naming offset 30", p.Error, p.Retryable)
+				}
+				return
+			}
+			var quarantine string
+			enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+				topics, err := kadm.NewClient(e.dstCl).ListTopics(ctx)
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, n := range topics.Names() {
+					if strings.HasPrefix(n, "ule.kmirror-quarantine-") {
+						quarantine = n
+					}
+				}
+				return quarantine != "", e.describe()
+			})
+			e.waitCaughtUp("ule")
+			e.assertIdentical("ule")
+			q, err := enginetest.Consume(ctx, e.dstCl, quarantine, 0)
+			if err != nil || len(q) != 20 || q[0].Offset != 0 {
+				t.Fatalf("quarantine holds %d records (%v), want the 20 records from offset 30", len(q), err)
+			}
+		})
+	}
+}
