@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -203,6 +204,46 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 	if !strings.Contains(out, "FAILED") || !strings.Contains(out, "records never mirrored before the failover") {
 		t.Fatalf("describe --failed on A:\n%s", out)
 	}
+
+	// The operator allows the rebuild: A's 7 unmirrored records go to a
+	// quarantine topic, orders is recreated on A and mirrored from B.
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--recover", "--rebuild", "--mirror", "b-to-a", "--topics", "orders")
+	var quarantine string
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		topics, err := kadm.NewClient(a.Client(t)).ListTopics(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, name := range topics.Names() {
+			if strings.HasPrefix(name, "orders.kmirror-quarantine-") {
+				quarantine = name
+			}
+		}
+		return quarantine != "", fmt.Sprintf("no quarantine topic among %v", topics.Names())
+	})
+	enginetest.Wait(t, 60*time.Second, caughtUp(t, b, a, "orders"))
+	for p := range int32(2) {
+		if _, err := enginetest.CompareBatches(context.Background(), b.Client(t), a.Client(t), "orders", p); err != nil {
+			t.Fatalf("after rebuild: %v", err)
+		}
+	}
+	q1, err := enginetest.Consume(context.Background(), a.Client(t), quarantine, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q0, err := enginetest.Consume(context.Background(), a.Client(t), quarantine, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q0) != 0 || len(q1) != 7 {
+		t.Fatalf("quarantine holds %d records on partition 0 and %d on 1, want 0 and 7", len(q0), len(q1))
+	}
+	for i, r := range q1 {
+		if r.Value != strconv.Itoa(i) {
+			t.Fatalf("quarantined record %d is %q, want %q", i, r.Value, strconv.Itoa(i))
+		}
+	}
+	waitStates(t, onA, "b-to-a", partition.Mirroring, 2)
 }
 
 func caughtUp(t *testing.T, from, to *enginetest.Cluster, topic string) func() (bool, string) {

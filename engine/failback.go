@@ -98,6 +98,10 @@ func (r *runner) checkFailback(ctx context.Context, dstEnd int64) error {
 			ErrMirrorLoop, r.topic, def.Name, state)}
 	}
 	boundary := rec.LastOffset + 1
+	// Past the boundary, what this mirror copied itself is the source's.
+	if own := r.stats.snapshot().LastOffset + 1; own > boundary {
+		boundary = own
+	}
 	if dstEnd > boundary {
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: boundary, Actual: dstEnd,
 			Cause: fmt.Errorf("%w: this cluster holds %d records after offset %d, the last one mirror %s copied before it stopped (records never mirrored before the failover)",

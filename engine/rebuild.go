@@ -84,6 +84,10 @@ func (m *mirror) divergedRange(ctx context.Context, topic string, p int32) (from
 			from = min(from, rec.LastOffset+1)
 		}
 	}
+	// What this mirror copied itself is not destination-only.
+	if r := m.runner(topic, p); r != nil {
+		from = max(from, r.stats.snapshot().LastOffset+1)
+	}
 	return min(from, dstEnd), dstEnd, nil
 }
 

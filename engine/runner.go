@@ -126,8 +126,15 @@ func (r *runner) mirror(ctx context.Context) error {
 				return err
 			}
 		case o := <-r.stats.checkEnd:
-			if o.end > r.pos && !o.at.Before(r.alignedAt) {
+			switch {
+			case o.at.Before(r.alignedAt):
+				// observed before the last alignment: says nothing now
+			case o.end > r.pos:
 				return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: o.end, Cause: ErrForeignWrite}
+			case o.end < r.acked:
+				// The destination lost acknowledged records: the topic was
+				// deleted and recreated (a rebuild) or truncated. Align again.
+				return fmt.Errorf("%w: destination log end %d is below the %d records already mirrored", errRealign, o.end, r.acked)
 			}
 		case res := <-r.reply:
 			if res.gen != r.gen {
