@@ -48,12 +48,24 @@ func (r *runner) run(ctx context.Context, initial ...partition.Event) {
 		case <-ctx.Done():
 		case ev := <-r.ctl:
 			r.step(ctx, ev)
+		case err := <-r.faults:
+			r.step(ctx, r.errorEvent(r.st.StateEpoch, err))
 		case <-retry:
 			r.retry = nil
 			r.step(ctx, partition.Tick{Now: r.m.e.now()})
 		}
 	}
 	_ = r.drain(context.Background()) // a closing engine still learns where its last batches landed
+}
+
+// inject reports a failure found outside the runner; it fails the partition
+// whatever it is doing (a FAILED, PAUSED or STOPPED partition keeps its
+// state: the state machine ignores errors there).
+func (r *runner) inject(err error) {
+	select {
+	case r.faults <- err:
+	default: // one is already waiting
+	}
 }
 
 // send delivers an operator event to the runner, interrupting alignment,

@@ -172,6 +172,12 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 	}
 	n, err := m.syncTopics(ctx, meta)
 	m.recordKind(ctx, &st.status.Topics, "topic sync", n, 0, err)
+	for _, t := range m.deletedTopics() {
+		for _, r := range m.runnersOf(t) {
+			r.inject(&PartitionError{Topic: t, Partition: r.partition,
+				Err: fmt.Errorf("%w: %s no longer exists on the source cluster %s; its partitions cannot be mirrored any more", ErrSourceTopicDeleted, t, m.sourceID)})
+		}
+	}
 
 	topics := m.liveTopics()
 	n, skipped, err := m.syncConfigs(ctx, topics)

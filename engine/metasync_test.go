@@ -111,6 +111,10 @@ func TestTopicDiscoveryReportsDeletedSourceTopic(t *testing.T) {
 	waitEvent(t, e.eng, func(ev engine.Event) bool {
 		return ev.Level == engine.LevelError && ev.Topic == "doomed" && strings.Contains(ev.Message, "source topic doomed was deleted")
 	})
+	p := e.waitState("doomed", 0, partition.Failed)
+	if !strings.Contains(p.Error, "no longer exists on the source") || p.Retryable {
+		t.Fatalf("error %q (retryable %v): want a non-retryable deleted source topic", p.Error, p.Retryable)
+	}
 }
 
 // waitEvent reads the engine's events until one matches.

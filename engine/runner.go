@@ -24,6 +24,7 @@ type runner struct {
 	partition int32
 	stats     *partStats
 	ctl       chan partition.Event
+	faults    chan error // failures found outside the runner (a deleted source topic)
 	done      chan struct{}
 	cancel    context.CancelFunc
 	persist   func(context.Context, store.PartitionRecord) error // nil: nothing is persisted
@@ -67,6 +68,7 @@ func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.
 	return &runner{
 		m: m, topic: topic, partition: p, stats: stats, st: st,
 		ctl:         make(chan partition.Event, 16),
+		faults:      make(chan error, 1),
 		done:        make(chan struct{}),
 		reply:       make(chan fetchResult, 1),
 		maxBytes:    m.cfg.PartitionFetchBytes,
@@ -119,6 +121,8 @@ func (r *runner) mirror(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-r.faults:
+			return err
 		case <-r.oldestDone():
 			f := r.inflight[0]
 			r.inflight = r.inflight[1:]
