@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/kmirror/kmirror/engine/bench"
 )
 
 // Exit codes: 0 ok, 1 operation failed, 2 usage.
@@ -26,6 +28,7 @@ Modes:
   kmirror sandbox                          only the two embedded clusters with traffic (for scripting)
   kmirror run --bootstrap-server B         a headless instance: mirrors what __mirror_state on B says
   kmirror console --bootstrap-server B     the console, with an in-process instance
+  kmirror bench [--quick] [--json]         throughput, CPU, allocation, lag, failover and memory against baselines
   kmirror help                             this text
 
 Actions (compatible with kafka-cluster-mirrors.sh; exactly one per call):
@@ -45,6 +48,9 @@ Run "kmirror MODE --help" for the options of a mode.
 `
 
 func main() {
+	if os.Getenv(bench.ClusterEnv) != "" { // a cluster child process of kmirror bench
+		os.Exit(bench.ClusterMain(os.Args[1:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -61,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runInstance(ctx, args[1:], stdout, stderr, false)
+	case "bench":
+		return bench.Main(ctx, args[1:], stdout, stderr)
 	case "console":
 		return runInstance(ctx, args[1:], stdout, stderr, true)
 	case "demo":

@@ -35,6 +35,7 @@ func newCluster(name string, bootstrap []string, clientID string, opts ...kgo.Op
 		kgo.RequestRetries(2),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RetryTimeout(10 * time.Second),
+		kgo.DisableClientMetrics(),
 	}, opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/wire"
@@ -23,8 +25,13 @@ import (
 // the instance writes to and keeps its state on.
 type Config struct {
 	Destination     []string
-	DestinationOpts []kgo.Opt // security settings for the destination
-	Instance        string    // instance name, default "kmirror"
+	DestinationOpts []kgo.Opt // security settings for the destination's franz-go clients
+	// DestinationTLS and DestinationSASL secure kmirror's own produce
+	// connections to the destination (the same settings as DestinationOpts;
+	// see SecurityParts).
+	DestinationTLS  *tls.Config
+	DestinationSASL sasl.Mechanism
+	Instance        string // instance name, default "kmirror"
 	Logger          *slog.Logger
 	Now             func() time.Time // clock, default time.Now
 	ConnectTimeout  time.Duration    // how long New waits for the destination, default 30s
@@ -85,7 +92,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now, dst: dst, destID: meta.clusterID,
 		mirrors: make(map[string]*mirror),
 	}
-	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance}, cfg.Now)
+	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL}, cfg.Now)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil

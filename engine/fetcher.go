@@ -30,6 +30,7 @@ type want struct {
 	maxBytes    int32
 	gen         uint64
 	reply       chan fetchResult
+	behind      bool // offset is below the high watermark last seen: data is waiting
 }
 
 // fetchResult is a fetcher's answer to a want.
@@ -87,6 +88,14 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = f.maxWait
+	for _, w := range pending {
+		if w.behind {
+			// A partition with data waiting must not sit behind a
+			// long-poll of the caught-up ones.
+			req.MaxWaitMillis = 0
+			break
+		}
+	}
 	req.MinBytes = 1
 	req.MaxBytes = 64 << 20
 	req.IsolationLevel = 0 // READ_UNCOMMITTED: everything up to the high watermark

@@ -61,13 +61,14 @@ type runner struct {
 	openTxns     int            // open mirrored transactions last persisted
 	gapFill      bool           // mirror.gap.policy=fill
 	alignedAt    time.Time      // when the destination log end was last read by alignment
+	srcHWM       int64          // source high watermark from the last fetch answer
 	failbackFrom string         // the forward mirror this partition fails back from, once found
 }
 
 func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
 	return &runner{
 		m: m, topic: topic, partition: p, stats: stats, st: st,
-		ctl:         make(chan partition.Event, 16),
+		ctl:         make(chan partition.Event, 4),
 		faults:      make(chan error, 1),
 		done:        make(chan struct{}),
 		reply:       make(chan fetchResult, 1),
@@ -96,6 +97,7 @@ func (r *runner) postWant(ctx context.Context, offset int64) {
 		topic: r.topic, topicID: r.src.topicID, partition: r.partition,
 		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: r.lastEpoch,
 		maxBytes: r.maxBytes, gen: r.gen, reply: r.reply,
+		behind: offset < r.srcHWM,
 	}
 	select {
 	case f.wants <- w:
@@ -124,8 +126,7 @@ func (r *runner) mirror(ctx context.Context) error {
 		case err := <-r.faults:
 			return err
 		case <-r.oldestDone():
-			f := r.inflight[0]
-			r.inflight = r.inflight[1:]
+			f := r.popInflight()
 			if err := r.complete(ctx, f); err != nil {
 				return err
 			}
@@ -162,6 +163,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 		r.stats.clearError()
 	}
 	r.stats.setSource(res.hwm, res.logStart)
+	r.srcHWM = res.hwm
 	if res.divergence != nil {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source reports diverging epoch %d ending at offset %d (fetch at %d)",
 			ErrDiverged, res.divergence.Epoch, res.divergence.EndOffset, res.offset)}
@@ -272,9 +274,16 @@ func (r *runner) makeRoom(ctx context.Context) error {
 	if len(r.inflight) < r.maxInFlight {
 		return nil
 	}
+	return r.complete(ctx, r.popInflight())
+}
+
+// popInflight removes the oldest in-flight batch, clearing its slot so the
+// backing array does not keep its response alive.
+func (r *runner) popInflight() inflight {
 	f := r.inflight[0]
+	r.inflight[0] = inflight{}
 	r.inflight = r.inflight[1:]
-	return r.complete(ctx, f)
+	return f
 }
 
 // oldestDone is closed when the oldest in-flight batch has its answer; nil

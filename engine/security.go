@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -16,40 +17,56 @@ import (
 // sasl.*, ssl.*) into franz-go options. Secret values must already be
 // resolved. PEM files are supported for trust and key stores.
 func SecurityOpts(cfg map[string]string) ([]kgo.Opt, error) {
+	tc, mech, err := SecurityParts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var opts []kgo.Opt
+	if tc != nil {
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
+	}
+	return opts, nil
+}
+
+// SecurityParts returns the TLS configuration and SASL mechanism (nil when
+// not used) of Kafka client security settings: franz-go clients and
+// kmirror's own produce connections use the same ones.
+func SecurityParts(cfg map[string]string) (*tls.Config, sasl.Mechanism, error) {
 	proto := strings.ToUpper(cfg["security.protocol"])
 	if proto == "" {
 		proto = "PLAINTEXT"
 	}
-	var opts []kgo.Opt
+	var tc *tls.Config
 	switch proto {
-	case "PLAINTEXT":
+	case "PLAINTEXT", "SASL_PLAINTEXT":
 	case "SSL", "SASL_SSL":
-		tc, err := tlsConfig(cfg)
-		if err != nil {
-			return nil, err
+		var err error
+		if tc, err = tlsConfig(cfg); err != nil {
+			return nil, nil, err
 		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	case "SASL_PLAINTEXT":
 	default:
-		return nil, fmt.Errorf("security.protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", proto)
+		return nil, nil, fmt.Errorf("security.protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", proto)
 	}
-	if strings.HasPrefix(proto, "SASL") {
-		user, pass, err := saslCredentials(cfg)
-		if err != nil {
-			return nil, err
-		}
-		switch mech := strings.ToUpper(cfg["sasl.mechanism"]); mech {
-		case "", "PLAIN":
-			opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
-		case "SCRAM-SHA-256":
-			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
-		case "SCRAM-SHA-512":
-			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
-		default:
-			return nil, fmt.Errorf("sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
-		}
+	if !strings.HasPrefix(proto, "SASL") {
+		return tc, nil, nil
 	}
-	return opts, nil
+	user, pass, err := saslCredentials(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch mech := strings.ToUpper(cfg["sasl.mechanism"]); mech {
+	case "", "PLAIN":
+		return tc, plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return tc, scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return tc, scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	default:
+		return nil, nil, fmt.Errorf("sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+	}
 }
 
 // saslCredentials reads sasl.username/sasl.password, or the username and

@@ -72,7 +72,7 @@ func defaultOptions() options {
 	}
 }
 
-// quickOptions are --quick: a data set small enough, one repeat and the
+// applyQuick sets what --quick implies: a data set small enough, one repeat and the
 // 1k-partition scale only, to finish in under three minutes on two cores.
 func (o *options) applyQuick() {
 	o.size, o.repeats, o.scale = 200e6, 1, []int{1000}
@@ -222,6 +222,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // goals read ">= 0.9x", not "\u003e= 0.9x"
 		err = enc.Encode(rep)
 	} else {
 		err = writeTable(stdout, rep)
@@ -251,7 +252,7 @@ func (b *bench) progress(format string, args ...any) {
 // runBench starts the clusters, produces the data set and runs every
 // measurement.
 func runBench(ctx context.Context, o options) (*report, error) {
-	began := time.Now()
+	began, load := time.Now(), loadAvg()
 	b := &bench{opts: o, codec: codecs[o.codec]}
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
@@ -324,6 +325,7 @@ func runBench(ctx context.Context, o options) (*report, error) {
 	}
 	rep.setScale(pts)
 	rep.ElapsedS = time.Since(began).Seconds()
+	rep.Config.LoadAvgStart, rep.Config.LoadAvgEnd = load, loadAvg()
 	rep.setGoals()
 	return rep, nil
 }
@@ -481,6 +483,20 @@ func (b *bench) writeHeapProfile(file string) error {
 		return fmt.Errorf("heap profile %s: %w", file, err)
 	}
 	return nil
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, "" where the
+// system does not publish them.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // humanBytes formats a byte count in decimal units.

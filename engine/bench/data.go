@@ -35,7 +35,7 @@ const valuePool = 8192
 // recordValues returns valuePool JSON-like values of about size bytes:
 // repeated field names and enumerations (compressible like real events)
 // a random token (incompressible) and free text from a small vocabulary,
-// so zstd gets roughly 4x.
+// so zstd gets about 3x.
 func recordValues(size int, seed uint64) [][]byte {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	events := []string{"page_view", "add_to_cart", "checkout", "search", "login", "logout", "click", "purchase"}

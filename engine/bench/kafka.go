@@ -22,7 +22,10 @@ var codecs = map[string]kgo.CompressionCodec{
 
 // newClient connects a franz-go client to a bench cluster.
 func newClient(addrs []string, opts ...kgo.Opt) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ClientID("kmirror-bench")}, opts...)...)
+	// Client telemetry (KIP-714) would add a compressor and periodic
+	// pushes to the figures of the process; the bench's own clients are
+	// not what is measured.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ClientID("kmirror-bench"), kgo.DisableClientMetrics()}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %v: %w", addrs, err)
 	}

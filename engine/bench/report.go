@@ -57,6 +57,10 @@ type configReport struct {
 	MaxInFlight int    `json:"max_inflight"` // 0: the engine's default
 	NumFetchers int    `json:"num_fetchers"` // 0: the engine's default
 	CPUs        int    `json:"cpus"`
+	// Load averages of the machine when the run began and ended (Linux
+	// only, empty elsewhere): other work on a shared machine shows here.
+	LoadAvgStart string `json:"load_avg_start,omitempty"`
+	LoadAvgEnd   string `json:"load_avg_end,omitempty"`
 }
 
 type dataReport struct {
@@ -260,7 +264,11 @@ func writeTable(w io.Writer, r *report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(&sb, "\ntotal %.0f s\n", r.ElapsedS)
+	fmt.Fprintf(&sb, "\ntotal %.0f s", r.ElapsedS)
+	if r.Config.LoadAvgStart != "" {
+		fmt.Fprintf(&sb, "; load average %s at the start, %s at the end", r.Config.LoadAvgStart, r.Config.LoadAvgEnd)
+	}
+	sb.WriteString("\n")
 	_, err := io.WriteString(w, sb.String())
 	return err
 }
