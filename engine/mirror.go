@@ -27,7 +27,7 @@ type MirrorConfig struct {
 	Topics          []string  // source topic names to mirror
 
 	NumFetchers         int            // fetchers per source broker (mirror.num.fetchers), default 1
-	FetchMaxWait        time.Duration  // long-poll time of one fetch, default 250ms
+	FetchMaxWait        time.Duration  // long-poll time of one fetch, default 100ms
 	PartitionFetchBytes int32          // bytes asked per partition per fetch, default 1 MiB
 	RetryInitial        time.Duration  // first retry backoff, default 100ms
 	RetryMax            time.Duration  // backoff cap, default 300s
@@ -64,7 +64,7 @@ func (c *MirrorConfig) defaults() error {
 	if c.RetryAttempts <= 0 {
 		c.RetryAttempts = 20
 	}
-	set(&c.FetchMaxWait, 250*time.Millisecond)
+	set(&c.FetchMaxWait, 100*time.Millisecond)
 	set(&c.RetryInitial, 100*time.Millisecond)
 	set(&c.RetryMax, 300*time.Second)
 	set(&c.CheckInterval, time.Second)
@@ -306,6 +306,16 @@ func (m *mirror) watch(ctx context.Context) {
 		if len(topics) == 0 {
 			continue
 		}
+		// The source's high watermarks, for every partition: a paused,
+		// failed or stopped partition fetches nothing, and its lag must
+		// still tell the truth.
+		if srcEnds, err := m.src.endOffsets(ctx, topics...); err == nil {
+			for _, r := range rs {
+				if end, ok := srcEnds[r.topic][r.partition]; ok {
+					r.stats.setSource(end, -1)
+				}
+			}
+		}
 		ends, err := m.e.dst.endOffsets(ctx, topics...)
 		if err != nil {
 			continue
@@ -314,6 +324,9 @@ func (m *mirror) watch(ctx context.Context) {
 			end, ok := ends[r.topic][r.partition]
 			if !ok {
 				continue
+			}
+			if r.stats.snapshot().State != partition.Mirroring {
+				r.stats.setDestEnd(end) // nobody else refreshes it there
 			}
 			select {
 			case r.stats.checkEnd <- observedEnd{end: end, at: now}:
