@@ -178,7 +178,9 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 			result = partition.Fenced{Epoch: epoch, WriterID: r.writer.ProducerID, WriterEpoch: r.writer.ProducerEpoch}
 		}
 	case partition.StartFetching:
-		err = r.fetching(wctx)
+		if err = r.fetching(wctx); errors.Is(err, ErrULE) {
+			result, err = partition.ULEDetected{Epoch: epoch, Enabled: r.m.cfg.UncleanRecovery, Reason: err.Error()}, nil
+		}
 	case partition.RemoveFetcher:
 		r.dropFetch()
 		if err = r.drain(ctx); err == nil {

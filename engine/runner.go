@@ -131,12 +131,15 @@ func (r *runner) mirror(ctx context.Context) error {
 				return err
 			}
 		case o := <-r.stats.checkEnd:
+			if r.txm != nil {
+				r.txm.ReleaseIdle(r.m.e.now(), idleTxnProducer)
+			}
 			switch {
 			case o.at.Before(r.alignedAt):
 				// observed before the last alignment: says nothing now
 			case o.end > r.pos:
 				return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: o.end, Cause: ErrForeignWrite}
-			case o.end < r.acked:
+			case o.end < r.acked && r.acked > 0:
 				// The destination lost acknowledged records: the topic was
 				// deleted and recreated (a rebuild) or truncated. Align again.
 				return fmt.Errorf("%w: destination log end %d is below the %d records already mirrored", errRealign, o.end, r.acked)
@@ -165,8 +168,9 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 	r.stats.setSource(res.hwm, res.logStart)
 	r.srcHWM = res.hwm
 	if res.divergence != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source reports diverging epoch %d ending at offset %d (fetch at %d)",
-			ErrDiverged, res.divergence.Epoch, res.divergence.EndOffset, res.offset)}
+		// The source answered LastFetchedEpoch with the point where its log
+		// left ours: it lost mirrored records (an unclean election).
+		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: res.divergence.Epoch, SourceEnd: res.divergence.EndOffset, Mirrored: r.pos}
 	}
 	type item struct {
 		h batch.Header

@@ -14,6 +14,10 @@ import (
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
+// idleTxnProducer is how long a mapped producer with no open transaction
+// stays in memory.
+const idleTxnProducer = 10 * time.Minute
+
 // markerTimeout bounds the wait for a mirrored transaction's marker.
 const markerTimeout = 60 * time.Second
 

@@ -88,3 +88,34 @@ func TestSourceUncleanElection(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchDivergingEpoch: a source that supports it answers a fetch whose
+// LastFetchedEpoch it no longer has with DivergingEpoch (kfake never does,
+// so the answer is injected). The partition fails as an unclean election,
+// naming where the source's log left the mirrored one.
+func TestFetchDivergingEpoch(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "div", 1, nil)
+	enginetest.Produce(t, e.src.Client(t, enginetest.ProducerOpts("lz4", true)...), "div", 1, 50, "a")
+	e.startMirror("div")
+	e.waitCaughtUp("div")
+	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fr := req.(*kmsg.FetchRequest)
+		if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].FetchOffset != 50 || fr.Topics[0].Partitions[0].LastFetchedEpoch != 0 {
+			return nil, nil, false
+		}
+		resp := fr.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = fr.Topics[0].Topic, fr.Topics[0].TopicID
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset = 60, 60
+		rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = 0, 30
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	p := e.waitState("div", 0, partition.Failed)
+	if !strings.Contains(p.Error, "unclean leader election") || !strings.Contains(p.Error, "ends at offset 30") || p.Retryable {
+		t.Fatalf("error %q (retryable %v): want a non-retryable unclean election at offset 30", p.Error, p.Retryable)
+	}
+}
