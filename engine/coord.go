@@ -36,11 +36,12 @@ type coordinator struct {
 	pub *store.Catalog // a copy for Snapshot, replaced as the catalog changes
 
 	// Owned by loop.
-	cat       *store.Catalog
-	owned     map[int32]bool
-	sent      map[store.PartitionRef]partition.Desired
-	recovered map[store.TopicRef]time.Time
-	failing   map[string]time.Time // mirrors that could not be opened, and when to try again
+	cat        *store.Catalog
+	owned      map[int32]bool
+	sent       map[store.PartitionRef]partition.Desired
+	recovered  map[store.TopicRef]time.Time
+	failing    map[string]time.Time // mirrors that could not be opened, and when to try again
+	discovered map[string]time.Time // last topic discovery per mirror
 }
 
 type coordMsg struct {
@@ -66,7 +67,7 @@ func (e *Engine) Join(ctx context.Context) error {
 		e: e, in: make(chan coordMsg, 64),
 		cat: store.NewCatalog(), pub: store.NewCatalog(), owned: make(map[int32]bool),
 		sent: make(map[store.PartitionRef]partition.Desired), recovered: make(map[store.TopicRef]time.Time),
-		failing: make(map[string]time.Time),
+		failing: make(map[string]time.Time), discovered: make(map[string]time.Time),
 	}
 	var err error
 	if c.wcl, err = kgo.NewClient(append(slices.Clone(base), store.WriterOpts()...)...); err != nil {
@@ -225,6 +226,7 @@ func (c *coordinator) release(context.Context) {
 // recover requests to them.
 func (c *coordinator) reconcile(ctx context.Context) {
 	c.release(ctx)
+	c.discover(ctx)
 	refs := make([]store.TopicRef, 0, len(c.cat.Topics))
 	for ref := range c.cat.Topics {
 		if c.owned[store.TopicShard(ref.Mirror, ref.Topic)] {

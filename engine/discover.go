@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
+)
+
+// discover keeps regex-started mirrors growing on instances that share
+// __mirror_state: new source topics matching a started topic's pattern get
+// their own topic record (desired start), exactly as --start would have
+// written, once per mirror.metadata.refresh.interval.ms. Only the instance
+// owning the mirror definition's shard does it, so records are not written
+// twice. Topics with a record (a stopped one included) are never
+// rediscovered.
+func (c *coordinator) discover(ctx context.Context) {
+	for _, name := range c.cat.MirrorNames() {
+		if !c.owned[store.MirrorShard(name)] {
+			continue
+		}
+		c.e.mu.Lock()
+		m, ok := c.e.mirrors[name]
+		c.e.mu.Unlock()
+		if !ok {
+			continue
+		}
+		interval := m.cfg.MetaSync.interval
+		if interval <= 0 || c.e.now().Sub(c.discovered[name]) < interval {
+			continue
+		}
+		c.discovered[name] = c.e.now()
+		settings, err := mirrorSettings(c.cat.Mirrors[name])
+		if err != nil {
+			continue
+		}
+		excl := compileAll(settings.TopicsExclude)
+		var known []string
+		patterns := map[string]string{} // pattern -> exclude
+		for _, t := range c.cat.TopicsOf(name) {
+			known = append(known, t.Topic)
+			if t.Pattern != "" && t.Desired == partition.DesiredStart {
+				patterns[t.Pattern] = t.Exclude
+			}
+		}
+		for pattern, exclude := range patterns {
+			sel, err := ParseTopics(pattern)
+			if err != nil || sel.re == nil {
+				continue // a list of names discovers nothing new
+			}
+			ex := excl
+			if exclude != "" {
+				if re, err := regexp.Compile(exclude); err == nil {
+					ex = append(ex, re)
+				}
+			}
+			dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			found, err := discoverTopics(dctx, m.src, sel.re, ex, known)
+			cancel()
+			if err != nil {
+				continue
+			}
+			for _, topic := range found {
+				td := store.TopicDesired{Mirror: name, Topic: topic, Desired: partition.DesiredStart, Pattern: pattern, Exclude: exclude, UpdatedAt: c.e.now().UTC()}
+				if err := c.w.PutTopic(ctx, td); err != nil {
+					c.e.emit(LevelWarn, name, topic, -1, "record discovered topic: "+err.Error())
+					continue
+				}
+				known = append(known, topic)
+				c.e.emit(LevelInfo, name, topic, -1, fmt.Sprintf("discovered source topic %s matching %q: mirroring it", topic, pattern))
+			}
+		}
+	}
+}
