@@ -9,16 +9,83 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/engine/props"
 	"github.com/kmirror/kmirror/engine/sandbox"
 	"github.com/kmirror/kmirror/tui"
 )
 
+// demoMirror is the demo's forward mirror.
+const demoMirror = "a-to-b"
+
+// demoEnv is a running demo: the clusters with their clients, and an
+// engine instance on B that mirrors a-to-b as recorded in __mirror_state.
+type demoEnv struct {
+	sb      *sandbox.Sandbox
+	eng     *engine.Engine
+	started time.Duration // how long the demo took to be ready
+}
+
+func (d *demoEnv) close() {
+	if d.eng != nil {
+		d.eng.Close()
+	}
+	d.sb.Close()
+}
+
+// startDemo starts the clusters and clients, records the mirror a-to-b on
+// B through engine.Admin, starts its topics and joins an instance to it.
+func startDemo(ctx context.Context, log *slog.Logger) (*demoEnv, error) {
+	start := time.Now()
+	sb, err := sandbox.Start(ctx, sandbox.Options{})
+	if err != nil {
+		return nil, err
+	}
+	env := &demoEnv{sb: sb}
+	adm, err := engine.NewAdmin(ctx, sb.Bootstrap(sandbox.SideB), nil, 30*time.Second)
+	if err != nil {
+		env.close()
+		return nil, err
+	}
+	defer adm.Close()
+	cfg := props.FromMap(map[string]string{
+		"bootstrap.servers": strings.Join(sb.Bootstrap(sandbox.SideA), ","),
+		props.KeyGapPolicy:  "fill",
+	})
+	if _, err := adm.CreateMirror(ctx, demoMirror, cfg, false); err != nil {
+		env.close()
+		return nil, fmt.Errorf("create mirror %s: %w", demoMirror, err)
+	}
+	sel, err := engine.ParseTopics(strings.Join(sandbox.TopicNames(), ","))
+	if err != nil {
+		env.close()
+		return nil, err
+	}
+	if _, err := adm.Start(ctx, demoMirror, sel, nil); err != nil {
+		env.close()
+		return nil, fmt.Errorf("start mirror %s: %w", demoMirror, err)
+	}
+	env.eng, err = engine.New(ctx, engine.Config{Destination: sb.Bootstrap(sandbox.SideB), Instance: "demo", Logger: log})
+	if err != nil {
+		env.close()
+		return nil, err
+	}
+	if err := env.eng.Join(ctx); err != nil {
+		env.close()
+		return nil, err
+	}
+	env.started = time.Since(start)
+	return env, nil
+}
+
 // runDemo starts the two embedded clusters with traffic and the mirror
-// a-to-b, then runs the console (or prints progress when headless). With
-// sandboxOnly it starts the clusters and traffic only.
+// a-to-b, then runs the console with the drill panel, the plain console,
+// progress lines, or the whole drill unattended. With sandboxOnly it
+// starts the clusters and traffic only.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandboxOnly bool) int {
 	name := "demo"
 	if sandboxOnly {
@@ -26,28 +93,39 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	}
 	fs := flag.NewFlagSet("kmirror "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	headless := fs.Bool("headless", false, "print progress lines instead of opening the console")
-	noDrill := fs.Bool("no-drill", false, "open the plain console, without the guided DR drill panel")
-	theme := fs.String("theme", "dark", "console theme: dark, light or high-contrast")
-	logFile := fs.String("log-file", filepath.Join(os.TempDir(), "kmirror-demo.log"), "where the engine writes its log")
+	var headless, noDrill, script *bool
+	var theme, logFile, report *string
+	var stepTimeout *time.Duration
+	if !sandboxOnly {
+		headless = fs.Bool("headless", false, "print progress lines instead of opening the console")
+		noDrill = fs.Bool("no-drill", false, "open the plain console, without the guided DR drill panel")
+		script = fs.Bool("drill-script", false, "run every step of the DR drill unattended, print the step log and write the report; exit 1 if a step fails")
+		report = fs.String("report", "", "the drill report's path without extension (PATH.md, PATH.json); default kmirror-drill-<time> in the current directory")
+		stepTimeout = fs.Duration("step-timeout", 90*time.Second, "how long a drill step waits for the clusters")
+		theme = fs.String("theme", "dark", "console theme: dark, light or high-contrast")
+		logFile = fs.String("log-file", filepath.Join(os.TempDir(), "kmirror-demo.log"), "where the engine writes its log")
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	_ = noDrill // the drill panel is not part of this version; the plain console is shown
-
-	start := time.Now()
-	sb, err := sandbox.Start(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "kmirror %s: %v\n", name, err)
-		return exitFail
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kmirror %s: unexpected argument %q\n", name, fs.Arg(0))
+		return exitUsage
 	}
-	defer sb.Close()
-	sb.Describe(stdout)
+
 	if sandboxOnly {
-		fmt.Fprintln(stdout, "traffic is running on A; press Ctrl-C to stop")
+		start := time.Now()
+		sb, err := sandbox.Start(ctx, sandbox.Options{})
+		if err != nil {
+			fmt.Fprintf(stderr, "kmirror sandbox: %v\n", err)
+			return exitFail
+		}
+		defer sb.Close()
+		sb.Describe(stdout)
+		fmt.Fprintf(stdout, "sandbox ready in %s; traffic is running on A; press Ctrl-C to stop\n", time.Since(start).Round(time.Millisecond))
 		<-ctx.Done()
 		return exitOK
 	}
@@ -58,29 +136,60 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		return exitFail
 	}
 	defer lf.Close()
-	eng, err := engine.New(ctx, engine.Config{
-		Destination: sb.B.ListenAddrs(),
-		Instance:    "demo",
-		Logger:      slog.New(slog.NewJSONHandler(lf, nil)),
-	})
+	env, err := startDemo(ctx, slog.New(slog.NewJSONHandler(lf, nil)))
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror demo: %v\n", err)
 		return exitFail
 	}
-	defer eng.Close()
-	if err := eng.StartMirror(ctx, engine.MirrorConfig{Name: "a-to-b", SourceBootstrap: sb.A.ListenAddrs(), Topics: sandbox.TopicNames()}); err != nil {
-		fmt.Fprintf(stderr, "kmirror demo: %v\n", err)
-		return exitFail
-	}
-	fmt.Fprintf(stdout, "mirror a-to-b running (demo ready in %s); log: %s\n", time.Since(start).Round(time.Millisecond), *logFile)
+	defer env.close()
+	env.sb.Describe(stdout)
+	fmt.Fprintf(stdout, "mirror %s recorded in __mirror_state on B and running; demo ready in %s; log: %s\n",
+		demoMirror, env.started.Round(time.Millisecond), *logFile)
 
-	if *headless {
-		return demoHeadless(ctx, eng, stdout)
+	path := *report
+	if path == "" {
+		path = "kmirror-drill-" + time.Now().Format("20060102-150405")
 	}
-	if err := tui.Run(ctx, eng, tui.Options{Theme: *theme, LogPath: *logFile}); err != nil {
+	path = strings.TrimSuffix(strings.TrimSuffix(path, ".json"), ".md")
+	newDrill := func() (*drill.Drill, error) {
+		return drill.New(drill.Config{Sandbox: env.sb, Engine: env.eng, Mirror: demoMirror, ReportPath: path, StepTimeout: *stepTimeout})
+	}
+	switch {
+	case *script:
+		return runDrillScript(ctx, newDrill, stdout, stderr)
+	case *headless:
+		return demoHeadless(ctx, env.eng, stdout)
+	}
+	opts := tui.Options{Theme: *theme, LogPath: *logFile}
+	if !*noDrill {
+		d, err := newDrill()
+		if err != nil {
+			fmt.Fprintf(stderr, "kmirror demo: %v\n", err)
+			return exitFail
+		}
+		defer d.Close()
+		opts.Drill = d
+	}
+	if err := tui.Run(ctx, env.eng, opts); err != nil {
 		fmt.Fprintf(stderr, "kmirror demo: %v\n", err)
 		return exitFail
 	}
+	return exitOK
+}
+
+// runDrillScript runs every drill step unattended.
+func runDrillScript(ctx context.Context, newDrill func() (*drill.Drill, error), stdout, stderr io.Writer) int {
+	d, err := newDrill()
+	if err != nil {
+		fmt.Fprintf(stderr, "kmirror demo: %v\n", err)
+		return exitFail
+	}
+	defer d.Close()
+	if err := d.Run(ctx, stdout); err != nil {
+		fmt.Fprintf(stderr, "kmirror demo: drill failed: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "drill complete: %s.md, %s.json\n", d.Status().ReportPath, d.Status().ReportPath)
 	return exitOK
 }
 

@@ -56,3 +56,42 @@ func BenchmarkPartitionInFlight(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkThrottledMirror reports the rate a throttled mirror achieves
+// against its mirror.replication.throttled.rate (after the one-second
+// burst the bucket starts with).
+func BenchmarkThrottledMirror(b *testing.B) {
+	const rate = 256 << 10
+	src, _ := enginetest.Pair(b)
+	src.CreateTopic(b, "paced", 2, nil)
+	cl := src.Client(b, enginetest.ProducerOpts("none", true)...)
+	for i := range 8 {
+		enginetest.Produce(b, cl, "paced", 2, 1000, fmt.Sprintf("r%d", i))
+	}
+	var ratio float64
+	for b.Loop() {
+		dst := enginetest.NewCluster(b, fmt.Sprintf("throttle-dst-%d", time.Now().UnixNano()))
+		eng, err := engine.New(context.Background(), engine.Config{Destination: dst.Addrs()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := eng.StartMirror(context.Background(), engine.MirrorConfig{Name: "paced", SourceBootstrap: src.Addrs(), Topics: []string{"paced"}, ThrottleRate: rate}); err != nil {
+			b.Fatal(err)
+		}
+		var copied int64
+		enginetest.Wait(b, 120*time.Second, func() (bool, string) {
+			copied = 0
+			lag := int64(0)
+			for _, p := range eng.Snapshot().Mirrors[0].Partitions {
+				copied += p.BytesCopied
+				lag += p.Lag
+			}
+			return lag == 0 && copied > 0, fmt.Sprintf("lag %d", lag)
+		})
+		ratio = float64(copied-rate) / time.Since(start).Seconds() / rate
+		eng.Close()
+		dst.Close()
+	}
+	b.ReportMetric(ratio, "achieved/configured")
+}

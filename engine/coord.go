@@ -370,7 +370,7 @@ func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
 		Name: def.Name, SourceBootstrap: def.SourceBootstrap, SourceOpts: opts,
 		NumFetchers: s.NumFetchers, RetryInitial: s.RetryInitialBackoff, RetryMax: s.RetryMaxBackoff,
 		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight, GapFill: s.GapPolicy == "fill",
-		UncleanRecovery: s.UncleanLeaderElection,
+		UncleanRecovery: s.UncleanLeaderElection, ThrottleRate: s.ThrottledRate,
 	}
 	cfg.SyncGroups(s.MetadataRefresh, s.GroupsInclude, s.GroupsExclude)
 	cfg.SyncMetadata(s.MetadataRefresh, s.TopicsExclude, s.TopicPropertiesExclude, s.ACLInclude)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/wire"
 )
@@ -179,6 +180,9 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 		runs:     make(map[tp]*runner),
 	}
 	m.srcMeta.topics, m.dstMeta.topics = []string{}, []string{}
+	if cfg.ThrottleRate > 0 {
+		m.bucket = throttle.New(cfg.ThrottleRate, e.now)
+	}
 	e.mu.Lock()
 	e.mirrors[cfg.Name] = m
 	e.mu.Unlock()

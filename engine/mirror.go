@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
@@ -37,6 +38,7 @@ type MirrorConfig struct {
 	GapFill             bool           // mirror.gap.policy=fill: tombstones stand in for missing source offsets
 	GroupSync           groupSync      // consumer-group offset sync; no interval: off
 	UncleanRecovery     bool           // mirror.unclean.leader.election.enable: rebuild after a source unclean election
+	ThrottleRate        int64          // mirror.replication.throttled.rate: bytes/s appended by the mirror; 0 unthrottled
 	MetaSync            metaSyncConfig // topic discovery, config and ACL sync; no interval: off
 }
 
@@ -101,11 +103,12 @@ type mirror struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	fetchers map[fetchKey]*fetcher
-	runs     map[tp]*runner  // guarded by mu
-	topics   []string        // topics with runners, sorted; guarded by mu
-	peer     peerState       // the source cluster's __mirror_state, for failback
-	groups   []GroupSnapshot // last group offset sync; guarded by mu
-	rebuilds rebuildLocks    // one topic rebuild at a time
+	runs     map[tp]*runner   // guarded by mu
+	topics   []string         // topics with runners, sorted; guarded by mu
+	peer     peerState        // the source cluster's __mirror_state, for failback
+	groups   []GroupSnapshot  // last group offset sync; guarded by mu
+	rebuilds rebuildLocks     // one topic rebuild at a time
+	bucket   *throttle.Bucket // nil: unthrottled
 }
 
 // runner returns the runner of a partition, nil if none.
@@ -309,11 +312,16 @@ func (m *mirror) watch(ctx context.Context) {
 		// The source's high watermarks, for every partition: a paused,
 		// failed or stopped partition fetches nothing, and its lag must
 		// still tell the truth.
-		if srcEnds, err := m.src.endOffsets(ctx, topics...); err == nil {
-			for _, r := range rs {
-				if end, ok := srcEnds[r.topic][r.partition]; ok {
-					r.stats.setSource(end, -1)
-				}
+		sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckInterval*3)
+		srcEnds, err := m.src.endOffsets(sctx, topics...)
+		cancel()
+		for _, r := range rs {
+			if end, ok := srcEnds[r.topic][r.partition]; ok && err == nil {
+				r.stats.setSource(end, -1)
+			} else if err != nil && ctx.Err() == nil {
+				// The source does not answer (an outage): its offsets
+				// are unknown, and the console must not show lag 0.
+				r.stats.sourceUnknown()
 			}
 		}
 		ends, err := m.e.dst.endOffsets(ctx, topics...)

@@ -258,6 +258,9 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte) erro
 	if err := r.makeRoom(ctx); err != nil {
 		return err
 	}
+	if err := r.throttle(ctx, len(b)); err != nil {
+		return err
+	}
 	var f inflight
 	var err error
 	if h.IsTransactional() {
@@ -270,6 +273,18 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte) erro
 	}
 	r.inflight = append(r.inflight, f)
 	r.pos = h.NextOffset()
+	return nil
+}
+
+// throttle waits as mirror.replication.throttled.rate requires before n
+// more bytes are appended.
+func (r *runner) throttle(ctx context.Context, n int) error {
+	if r.m.bucket == nil {
+		return nil
+	}
+	if d := r.m.bucket.Reserve(n); d > 0 && !r.wait(ctx, d) {
+		return ctx.Err()
+	}
 	return nil
 }
 

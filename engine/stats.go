@@ -174,3 +174,10 @@ type observedEnd struct {
 	end int64
 	at  time.Time
 }
+
+// sourceUnknown marks the source's offsets unknown (unreachable source).
+func (s *partStats) sourceUnknown() {
+	s.mu.Lock()
+	s.ps.SourceHWM, s.ps.SourceLogStart = -1, -1
+	s.mu.Unlock()
+}

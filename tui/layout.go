@@ -48,6 +48,9 @@ type LayoutState struct {
 	// OverlayW and OverlayH are the size the overlay's content asks for,
 	// border included; the layout shrinks it to fit.
 	OverlayW, OverlayH int
+	// DrillW is the drill panel's width beside the body, DrillH its height
+	// below it; both zero without a drill.
+	DrillW, DrillH int
 }
 
 // Layout places every section. It is a pure function of its inputs so it
@@ -60,6 +63,7 @@ type Layout struct {
 	Body     Rect
 	Status   Rect
 	Overlay  Rect // zero when there is no overlay
+	Drill    Rect // zero without a drill panel
 }
 
 // ComputeLayout lays out a width×height terminal.
@@ -79,6 +83,15 @@ func ComputeLayout(width, height int, st LayoutState) Layout {
 		Tabs:   Rect{0, hh, width, 1},
 		Body:   Rect{0, hh + 1, width, height - hh - 2},
 		Status: Rect{0, height - 1, width, 1},
+	}
+	switch {
+	case st.DrillW > 0 && width-st.DrillW-1 >= MinWidth:
+		// One column separates the panel from the body.
+		l.Body.W = width - st.DrillW - 1
+		l.Drill = Rect{width - st.DrillW, l.Body.Y, st.DrillW, l.Body.H}
+	case st.DrillH > 0 && l.Body.H-st.DrillH >= 8:
+		l.Body.H -= st.DrillH
+		l.Drill = Rect{0, l.Body.Y + l.Body.H, width, st.DrillH}
 	}
 	if st.Overlay != OverlayNone {
 		// The overlay may cover everything but the status line, which keeps

@@ -97,6 +97,7 @@ type Model struct {
 	cmdOpen bool
 	cmdline views.Prompt
 	status  status
+	drill   *drillPanel // nil without a drill
 }
 
 // status is the bottom line's message.
@@ -136,6 +137,9 @@ func newModel(ctx context.Context, c Controller, opts Options) *Model {
 	m.detail = views.NewDetail(m.skin, m.km)
 	m.events = views.NewEvents(m.skin, m.km)
 	m.groups = views.NewGroups(m.skin, m.km)
+	if opts.Drill != nil {
+		m.drill = newDrillPanel(opts.Drill)
+	}
 	return m
 }
 
@@ -166,7 +170,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.ColorProfileMsg:
 		m.setProfile(msg.Profile)
 	case snapshotMsg:
+		m.refreshDrill()
 		return m, m.onSnapshot(msg)
+	case drillDoneMsg, drillTickMsg:
+		return m, m.onDrill(msg)
 	case eventsMsg:
 		return m, m.onEvents(msg)
 	case controlDoneMsg:
@@ -182,6 +189,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case views.BackMsg:
 		m.screen = ScreenPartitions
 	case tea.KeyPressMsg:
+		if cmd, ok := m.drillKey(msg); ok {
+			return m, cmd
+		}
 		return m, m.onKey(msg)
 	}
 	return m, nil
@@ -216,7 +226,10 @@ func (m *Model) resize(w, h int) {
 }
 
 // layoutState is the layout input without an overlay.
-func (m *Model) layoutState() LayoutState { return LayoutState{HeaderH: m.header.Height()} }
+func (m *Model) layoutState() LayoutState {
+	dw, dh := m.drillLayout()
+	return LayoutState{HeaderH: m.header.Height(), DrillW: dw, DrillH: dh}
+}
 
 // relayout hands the body size down to every screen, so switching screens
 // never shows a stale size. It runs on resize and on every snapshot,

@@ -39,6 +39,8 @@ type Options struct {
 	// Now is the console's clock (time.Now when nil). Tests inject a fixed
 	// clock so nothing rendered depends on when they run.
 	Now func() time.Time
+	// Drill, when set, shows the guided DR drill panel beside the screens.
+	Drill DrillDriver
 }
 
 // Validate reports options that cannot work.

@@ -34,6 +34,7 @@ func (m *Model) render() string {
 	}
 	st, overlay := m.overlay()
 	st.HeaderH = m.header.Height()
+	st.DrillW, st.DrillH = m.drillLayout()
 	lay := ComputeLayout(m.width, m.height, st)
 	if lay.TooSmall {
 		msg := m.skin.Warn.Render(lay.Message)
@@ -42,7 +43,7 @@ func (m *Model) render() string {
 	screen := strings.Join([]string{
 		m.header.View(),
 		views.Block(m.tabs(), lay.Tabs.W, lay.Tabs.H),
-		views.Block(m.active().View(), lay.Body.W, lay.Body.H),
+		m.bodyView(lay),
 		views.Block(m.statusLine(), lay.Status.W, lay.Status.H),
 	}, "\n")
 	if st.Overlay == OverlayNone {

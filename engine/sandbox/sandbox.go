@@ -1,15 +1,21 @@
-// Package sandbox runs the self-contained setting of kmirror demo: two in-process
-// Kafka clusters, "A" and "B", live traffic on A, and a mirror a-to-b.
+// Package sandbox runs the self-contained setting of kmirror demo: two
+// in-process Kafka clusters, "A" and "B", on loopback ports, producers of
+// every kind of data the mirror copies, and a consumer group. It can take A
+// down and bring it back with its data, and move the clients between the
+// clusters, which is what a disaster-recovery drill needs.
 package sandbox
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -22,131 +28,248 @@ const (
 	ClusterB = "kmirror-demo-B"
 )
 
-// Topic is one demo topic and the traffic written to it.
-type Topic struct {
-	Name       string
-	Partitions int32
-	Codec      kgo.CompressionCodec
-	Rate       int // records per second
+// Options configure a sandbox.
+type Options struct {
+	// Dir holds the clusters' data; a temporary directory (removed by
+	// Close) when empty. Cluster A restarts from it after an outage.
+	Dir string
+	// NoClients starts the clusters and topics without producers or the
+	// consumer group.
+	NoClients bool
 }
 
-// Topics are the demo's topics.
-var Topics = []Topic{
-	{Name: "orders", Partitions: 6, Codec: kgo.ZstdCompression(), Rate: 200},
-	{Name: "clicks", Partitions: 6, Codec: kgo.Lz4Compression(), Rate: 2000},
-}
-
-// TopicNames lists the demo topics' names.
-func TopicNames() []string {
-	out := make([]string, len(Topics))
-	for i, t := range Topics {
-		out[i] = t.Name
-	}
-	return out
-}
-
-// Sandbox is the two clusters with traffic running on A.
+// Sandbox is the two clusters with the demo's clients.
 type Sandbox struct {
-	A, B *kfake.Cluster
+	mu     sync.Mutex
+	A, B   *kfake.Cluster
+	aUp    bool
+	dir    string
+	tmpDir bool
+	portsA []int
 
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	produced atomic.Int64 // records acknowledged by A
-	failed   atomic.Int64
+	ledger   *Ledger
+	consumer *Consumer
+	traffic  *Traffic
+	seq      map[string]*atomic.Int64
 }
 
-// Start starts both clusters, creates the topics on A and starts producing.
-func Start(ctx context.Context) (*Sandbox, error) {
-	a, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(ClusterA))
+// Start starts both clusters, creates the topics on A, and starts the
+// producers and the consumer group on A.
+func Start(ctx context.Context, opts Options) (*Sandbox, error) {
+	s := &Sandbox{dir: opts.Dir, ledger: newLedger(), consumer: newConsumer(), seq: map[string]*atomic.Int64{}}
+	for _, t := range Topics {
+		s.seq[t.Name] = new(atomic.Int64)
+	}
+	if s.dir == "" {
+		d, err := os.MkdirTemp("", "kmirror-demo-")
+		if err != nil {
+			return nil, fmt.Errorf("sandbox data directory: %w", err)
+		}
+		s.dir, s.tmpDir = d, true
+	}
+	a, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(ClusterA), kfake.DataDir(filepath.Join(s.dir, "A")))
 	if err != nil {
+		s.Close()
 		return nil, fmt.Errorf("start cluster A: %w", err)
 	}
-	b, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(ClusterB))
-	if err != nil {
-		a.Close()
+	s.A, s.aUp = a, true
+	// A restarts on the same ports after an outage, so clients and the
+	// mirror's source bootstrap keep working unchanged.
+	for _, addr := range a.ListenAddrs() {
+		_, port, _ := net.SplitHostPort(addr)
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("cluster A address %s: %w", addr, err)
+		}
+		s.portsA = append(s.portsA, p)
+	}
+	if s.B, err = kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(ClusterB), kfake.DataDir(filepath.Join(s.dir, "B"))); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("start cluster B: %w", err)
 	}
-	s := &Sandbox{A: a, B: b}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.ListenAddrs()...))
-	if err != nil {
+	if err := createTopics(ctx, a.ListenAddrs()); err != nil {
 		s.Close()
 		return nil, err
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for _, t := range Topics {
-		if _, err := adm.CreateTopic(ctx, t.Partitions, -1, nil, t.Name); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("create topic %s on A: %w", t.Name, err)
-		}
+	if opts.NoClients {
+		return s, nil
 	}
-	tctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	for _, t := range Topics {
-		p, err := kgo.NewClient(
-			kgo.SeedBrokers(a.ListenAddrs()...),
-			kgo.ProducerBatchCompression(t.Codec),
-			kgo.ProducerLinger(20*time.Millisecond),
-		)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		s.wg.Go(func() {
-			defer p.Close()
-			s.produce(tctx, p, t)
-		})
+	if err := s.MoveClients(SideA); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }
 
-// produce writes keyed JSON-like records to t at its rate until ctx ends.
-func (s *Sandbox) produce(ctx context.Context, p *kgo.Client, t Topic) {
-	const tick = 50 * time.Millisecond
-	per := max(1, t.Rate*int(tick/time.Millisecond)/1000)
-	tk := time.NewTicker(tick)
-	defer tk.Stop()
-	n := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tk.C:
+func createTopics(ctx context.Context, bootstrap []string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, t := range Topics {
+		var cfg map[string]*string
+		if t.Compacted {
+			compact := "compact"
+			cfg = map[string]*string{"cleanup.policy": &compact}
 		}
-		for range per {
-			n++
-			r := &kgo.Record{
-				Topic: t.Name,
-				Key:   fmt.Appendf(nil, "customer-%d", n%97),
-				Value: fmt.Appendf(nil, `{"id":%d,"topic":%q,"at":%q}`, n, t.Name, time.Now().UTC().Format(time.RFC3339Nano)),
-			}
-			p.Produce(ctx, r, func(_ *kgo.Record, err error) {
-				if err != nil {
-					s.failed.Add(1)
-					return
-				}
-				s.produced.Add(1)
-			})
+		resp, err := adm.CreateTopic(ctx, t.Partitions, -1, cfg, t.Name)
+		if err == nil {
+			err = resp.Err
 		}
+		if err != nil {
+			return fmt.Errorf("create topic %s on A: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+// Bootstrap returns a side's addresses.
+func (s *Sandbox) Bootstrap(side Side) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if side == SideA {
+		return addrs("127.0.0.1", s.portsA)
+	}
+	return s.B.ListenAddrs()
+}
+
+func addrs(host string, ports []int) []string {
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = net.JoinHostPort(host, strconv.Itoa(p))
+	}
+	return out
+}
+
+// Ledger returns every write the clusters acknowledged to the producers.
+func (s *Sandbox) Ledger() *Ledger { return s.ledger }
+
+// Consumer returns the demo consumer group member.
+func (s *Sandbox) Consumer() *Consumer { return s.consumer }
+
+// Produced is the number of records A acknowledged so far.
+func (s *Sandbox) Produced() int64 {
+	n, _ := s.ledger.Count(SideA)
+	return n
+}
+
+// MoveClients starts the producers and the consumer on side, then stops
+// them wherever they ran before: the "switch clients" of a failover.
+// Starting first keeps the time it takes to close clients of a dead
+// cluster out of the measured recovery time.
+func (s *Sandbox) MoveClients(side Side) error {
+	s.mu.Lock()
+	old := s.traffic
+	s.traffic = nil
+	s.mu.Unlock()
+	oldRun := s.consumer.detach()
+	defer func() {
+		if old != nil {
+			old.Stop()
+		}
+		oldRun.stop()
+	}()
+	tr, err := startTraffic(s.Bootstrap(side), side, s.ledger, s.seq)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.traffic = tr
+	s.mu.Unlock()
+	return s.consumer.start(s.Bootstrap(side), side)
+}
+
+// StopClients stops the producers and the consumer.
+func (s *Sandbox) StopClients() {
+	s.mu.Lock()
+	tr := s.traffic
+	s.traffic = nil
+	s.mu.Unlock()
+	if tr != nil {
+		tr.Stop()
+	}
+	s.consumer.stop()
+}
+
+// StopProducers stops the producers only; writes still in flight are
+// abandoned and counted as failed.
+func (s *Sandbox) StopProducers() {
+	s.mu.Lock()
+	tr := s.traffic
+	s.traffic = nil
+	s.mu.Unlock()
+	if tr != nil {
+		tr.Stop()
 	}
 }
 
-// Produced is the number of records A acknowledged so far.
-func (s *Sandbox) Produced() int64 { return s.produced.Load() }
+// TakeDownA closes every listener of cluster A: the outage. Its data stays
+// in the data directory.
+func (s *Sandbox) TakeDownA() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aUp {
+		s.A.Close()
+		s.aUp = false
+	}
+}
+
+// RestartA brings cluster A back on the same ports with the data it had.
+func (s *Sandbox) RestartA() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aUp {
+		return nil
+	}
+	a, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(ClusterA),
+		kfake.DataDir(filepath.Join(s.dir, "A")), kfake.Ports(s.portsA...))
+	if err != nil {
+		return fmt.Errorf("restart cluster A on ports %v: %w", s.portsA, err)
+	}
+	s.A, s.aUp = a, true
+	return nil
+}
+
+// AUp reports whether cluster A is running.
+func (s *Sandbox) AUp() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.aUp
+}
 
 // Describe writes the clusters' addresses so a second terminal can reach them.
 func (s *Sandbox) Describe(w io.Writer) {
-	fmt.Fprintf(w, "cluster A (%s, source):      %s\n", ClusterA, strings.Join(s.A.ListenAddrs(), ","))
-	fmt.Fprintf(w, "cluster B (%s, destination): %s\n", ClusterB, strings.Join(s.B.ListenAddrs(), ","))
-	fmt.Fprintf(w, "topics on A: %s\n", strings.Join(TopicNames(), ", "))
+	fmt.Fprintf(w, "cluster A (%s, source):      %s\n", ClusterA, strings.Join(s.Bootstrap(SideA), ","))
+	fmt.Fprintf(w, "cluster B (%s, destination): %s\n", ClusterB, strings.Join(s.Bootstrap(SideB), ","))
+	var ts []string
+	for _, t := range Topics {
+		c := ""
+		if t.Compacted {
+			c = ", compacted"
+		}
+		ts = append(ts, fmt.Sprintf("%s (%s, %s%s, %d/s)", t.Name, t.CodecName, t.Kind, c, t.Rate))
+	}
+	fmt.Fprintf(w, "topics on A: %s\n", strings.Join(ts, "; "))
+	fmt.Fprintf(w, "consumer group %s processes %s\n", GroupID, ProcessedTopic)
 }
 
-// Close stops the traffic and both clusters.
+// Close stops the clients and both clusters and removes a temporary data
+// directory.
 func (s *Sandbox) Close() {
-	if s.cancel != nil {
-		s.cancel()
+	s.StopClients()
+	s.mu.Lock()
+	if s.aUp && s.A != nil {
+		s.A.Close()
+		s.aUp = false
 	}
-	s.wg.Wait()
-	s.A.Close()
-	s.B.Close()
+	if s.B != nil {
+		s.B.Close()
+	}
+	s.mu.Unlock()
+	if s.tmpDir {
+		_ = os.RemoveAll(s.dir)
+	}
 }

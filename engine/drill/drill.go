@@ -1,0 +1,275 @@
+// Package drill runs kmirror's guided disaster-recovery drill against the
+// demo's clusters: preflight, a T0 snapshot, an outage of the source, the
+// failover, moving the clients, verifying what was lost and duplicated, a
+// failback rehearsal and a report. It is headless: the console shows its
+// Status and calls Next; kmirror demo --drill-script calls Run.
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/sandbox"
+)
+
+// Config configures a drill.
+type Config struct {
+	Sandbox *sandbox.Sandbox
+	// Engine is the instance on B that runs the forward mirror.
+	Engine *engine.Engine
+	// Mirror is the forward mirror's name (a-to-b).
+	Mirror string
+	// Reverse is the failback mirror's name (b-to-a).
+	Reverse string
+	// LagThreshold is the largest total lag, in records, preflight accepts.
+	LagThreshold int64
+	// StepTimeout bounds every wait inside a step.
+	StepTimeout time.Duration
+	// ReportPath is the report's path without extension: PATH.md, PATH.json.
+	ReportPath string
+	Now        func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.Mirror == "" {
+		c.Mirror = "a-to-b"
+	}
+	if c.Reverse == "" {
+		c.Reverse = "b-to-a"
+	}
+	if c.LagThreshold <= 0 {
+		c.LagThreshold = 20_000
+	}
+	if c.StepTimeout <= 0 {
+		c.StepTimeout = 90 * time.Second
+	}
+	if c.ReportPath == "" {
+		c.ReportPath = "kmirror-drill"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// StepRecord is one step's place in the timeline.
+type StepRecord struct {
+	ID      StepID    `json:"-"`
+	Step    string    `json:"step"`
+	Title   string    `json:"title"`
+	State   State     `json:"-"`
+	Result  string    `json:"result"`
+	Started time.Time `json:"started,omitzero"`
+	Ended   time.Time `json:"ended,omitzero"`
+	Lines   []string  `json:"lines"`
+	Error   string    `json:"error,omitempty"`
+	Note    string    `json:"note,omitempty"`
+}
+
+// Status is a copy of the drill's progress for the console.
+type Status struct {
+	Current    int // index into Steps of the next step to run; len(Steps) when done
+	Steps      []StepRecord
+	Running    bool
+	ReportPath string // set once the report is written
+}
+
+// Done reports whether every step ran.
+func (s Status) Done() bool { return s.Current >= len(s.Steps) }
+
+// Drill is one run of the drill. Next and Run may be called from any
+// goroutine, one at a time; Status never blocks on a running step.
+type Drill struct {
+	cfg Config
+
+	mu      sync.Mutex
+	steps   []StepRecord
+	current int
+	running bool
+	written string
+
+	m      measurements // owned by the running step
+	closer []func()     // guarded by mu
+}
+
+// New returns a drill at its first step.
+func New(cfg Config) (*Drill, error) {
+	cfg.defaults()
+	if cfg.Sandbox == nil || cfg.Engine == nil {
+		return nil, errors.New("drill: a sandbox and an engine are required")
+	}
+	d := &Drill{cfg: cfg}
+	for _, id := range Steps {
+		d.steps = append(d.steps, StepRecord{ID: id, Step: id.String(), Title: id.Title(), State: Pending, Result: Pending.String()})
+	}
+	return d, nil
+}
+
+// Close releases what the drill started (the failback instance).
+func (d *Drill) Close() {
+	d.mu.Lock()
+	cs := d.closer
+	d.closer = nil
+	d.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+// onClose registers what Close releases; a console that quits while a step
+// runs closes the drill from another goroutine.
+func (d *Drill) onClose(f func()) {
+	d.mu.Lock()
+	d.closer = append(d.closer, f)
+	d.mu.Unlock()
+}
+
+// Status returns the drill's progress.
+func (d *Drill) Status() Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := Status{Current: d.current, Running: d.running, ReportPath: d.written}
+	st.Steps = make([]StepRecord, len(d.steps))
+	for i, s := range d.steps {
+		s.Lines = slices.Clone(s.Lines)
+		st.Steps[i] = s
+	}
+	return st
+}
+
+// ErrDone is returned by Next after the last step.
+var ErrDone = errors.New("drill: every step has run")
+
+// ErrBusy is returned by Next while a step runs.
+var ErrBusy = errors.New("drill: a step is running")
+
+// Next runs the current step with the operator's note. A step that passes
+// moves the drill on; a failed one stays current so it can run again.
+func (d *Drill) Next(ctx context.Context, note string) error {
+	d.mu.Lock()
+	if d.running {
+		d.mu.Unlock()
+		return ErrBusy
+	}
+	if d.current >= len(d.steps) {
+		d.mu.Unlock()
+		return ErrDone
+	}
+	i := d.current
+	d.running = true
+	rec := &d.steps[i]
+	rec.State, rec.Result, rec.Started, rec.Ended, rec.Lines, rec.Error = Running, Running.String(), d.cfg.Now(), time.Time{}, nil, ""
+	if note != "" {
+		rec.Note = note
+	}
+	id := rec.ID
+	d.mu.Unlock()
+
+	err := d.run(ctx, id, &stepRun{d: d, i: i})
+
+	d.mu.Lock()
+	rec = &d.steps[i]
+	rec.Ended = d.cfg.Now()
+	if err != nil {
+		rec.State, rec.Result, rec.Error = Failed, Failed.String(), err.Error()
+	} else {
+		rec.State, rec.Result = Passed, Passed.String()
+		d.current++
+	}
+	d.running = false
+	d.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("step %s: %w", id, err)
+	}
+	return nil
+}
+
+func (d *Drill) run(ctx context.Context, id StepID, r *stepRun) error {
+	switch id {
+	case StepPreflight:
+		return d.preflight(ctx, r)
+	case StepSnapshot:
+		return d.snapshot(ctx, r)
+	case StepOutage:
+		return d.outage(ctx, r)
+	case StepFailover:
+		return d.failover(ctx, r)
+	case StepSwitch:
+		return d.switchClients(ctx, r)
+	case StepVerify:
+		return d.verify(ctx, r)
+	case StepFailback:
+		return d.failback(ctx, r)
+	case StepReport:
+		return d.report(r)
+	}
+	return fmt.Errorf("unknown step %d", id)
+}
+
+// Run runs every step unattended and prints the step log to w. When a step
+// fails the report is still written (it says which step failed) and the
+// error is returned.
+func (d *Drill) Run(ctx context.Context, w io.Writer) error {
+	for {
+		st := d.Status()
+		if st.Done() {
+			return nil
+		}
+		id := Steps[st.Current]
+		fmt.Fprintf(w, "== %d/%d %s: %s\n", st.Current+1, len(Steps), id.Title(), id.Explain())
+		err := d.Next(ctx, "")
+		after := d.Status()
+		for _, l := range after.Steps[st.Current].Lines {
+			fmt.Fprintf(w, "   %s\n", l)
+		}
+		rec := after.Steps[st.Current]
+		fmt.Fprintf(w, "   -> %s in %s\n", rec.Result, rec.Ended.Sub(rec.Started).Round(time.Millisecond))
+		if err != nil {
+			fmt.Fprintf(w, "   error: %v\n", err)
+			if id != StepReport {
+				if rerr := d.report(&stepRun{d: d, i: len(Steps) - 1}); rerr == nil {
+					fmt.Fprintf(w, "report (incomplete drill): %s.md, %s.json\n", d.cfg.ReportPath, d.cfg.ReportPath)
+				}
+			}
+			return err
+		}
+	}
+}
+
+// stepRun lets a running step publish lines as it goes, so the console
+// shows a failover partition by partition rather than at the end.
+type stepRun struct {
+	d *Drill
+	i int
+}
+
+func (r *stepRun) line(format string, args ...any) {
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	r.d.steps[r.i].Lines = append(r.d.steps[r.i].Lines, fmt.Sprintf(format, args...))
+}
+
+// waitFor polls cond every interval until it holds, ctx ends or timeout.
+func waitFor(ctx context.Context, timeout, interval time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return cond()
+		case <-tk.C:
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/props"
+	"github.com/kmirror/kmirror/engine/sandbox"
+)
+
+// FailbackPartition is one partition of the failback rehearsal.
+type FailbackPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	LME       int64  `json:"lastMirroredOffset"` // of the forward mirror, on B
+	AEnd      int64  `json:"aLogEnd"`            // A's log end when it came back
+	BEnd      int64  `json:"bLogEnd"`            // B's log end at the start of the rehearsal
+	Expect    string `json:"expected"`           // "delta" or "diverged"
+	Delta     int64  `json:"delta"`              // offsets to copy B → A
+	Beyond    int64  `json:"divergedOffsets"`    // offsets A holds beyond the LME
+	State     string `json:"state"`              // b-to-a state at the end of the rehearsal
+	Error     string `json:"error,omitempty"`
+}
+
+// failback brings A back and creates the reverse mirror on it. Where A's
+// log ends right after the forward mirror's LME only the delta is copied;
+// where A holds writes beyond it (the ones the failover lost) the engine
+// must fail the partition as diverged. The rehearsal waits for the first
+// kind to catch up and the second to fail.
+func (d *Drill) failback(ctx context.Context, r *stepRun) error {
+	sb := d.cfg.Sandbox
+	if err := sb.RestartA(); err != nil {
+		return err
+	}
+	topics := sandbox.TopicNames()
+	var aEnds offsets
+	if !waitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, func() bool {
+		var err error
+		aEnds, err = endOffsets(ctx, sb.Bootstrap(sandbox.SideA), topics)
+		return err == nil
+	}) {
+		return fmt.Errorf("cluster A did not answer within %s of its restart", d.cfg.StepTimeout)
+	}
+	r.line("cluster A is back with its data at %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","))
+	bEnds, err := endOffsets(ctx, sb.Bootstrap(sandbox.SideB), topics)
+	if err != nil {
+		return err
+	}
+	lme, err := d.forwardLME(ctx)
+	if err != nil {
+		return err
+	}
+
+	adm, err := engine.NewAdmin(ctx, sb.Bootstrap(sandbox.SideA), nil, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("admin on A: %w", err)
+	}
+	d.onClose(adm.Close)
+	cfg := props.FromMap(map[string]string{
+		"bootstrap.servers": strings.Join(sb.Bootstrap(sandbox.SideB), ","),
+		props.KeyGapPolicy:  "fill",
+	})
+	if _, err := adm.CreateMirror(ctx, d.cfg.Reverse, cfg, false); err != nil && !errors.Is(err, engine.ErrOperation) {
+		return fmt.Errorf("create %s on A: %w", d.cfg.Reverse, err)
+	}
+	sel, err := engine.ParseTopics(strings.Join(topics, ","))
+	if err != nil {
+		return err
+	}
+	if _, err := adm.Start(ctx, d.cfg.Reverse, sel, nil); err != nil {
+		return fmt.Errorf("start %s: %w", d.cfg.Reverse, err)
+	}
+	r.line("%s created on A (source B) and started for %s", d.cfg.Reverse, strings.Join(topics, ", "))
+	eng, err := engine.New(ctx, engine.Config{Destination: sb.Bootstrap(sandbox.SideA), Instance: "demo-failback"})
+	if err != nil {
+		return fmt.Errorf("instance on A: %w", err)
+	}
+	d.onClose(eng.Close)
+	if err := eng.Join(ctx); err != nil {
+		return fmt.Errorf("instance on A: %w", err)
+	}
+
+	plan := map[string]*FailbackPartition{}
+	var order []string
+	for _, t := range topics {
+		for p := int32(0); p < int32(len(bEnds[t])); p++ {
+			k := ptKey(t, p)
+			fp := &FailbackPartition{Topic: t, Partition: p, LME: -1, AEnd: aEnds[t][p], BEnd: bEnds[t][p]}
+			if l, ok := lme[k]; ok {
+				fp.LME = l
+			}
+			next := fp.LME + 1
+			switch {
+			case fp.AEnd > next:
+				fp.Expect, fp.Beyond = "diverged", fp.AEnd-next
+			default:
+				fp.Expect, fp.Delta = "delta", fp.BEnd-fp.AEnd
+			}
+			plan[k] = fp
+			order = append(order, k)
+			r.line("%-12s LME %d, A ends %d, B ends %d: %s", k, fp.LME, fp.AEnd, fp.BEnd, expectText(fp))
+		}
+	}
+	settled := func() bool {
+		ok := true
+		for _, m := range eng.Snapshot().Mirrors {
+			if m.Name != d.cfg.Reverse {
+				continue
+			}
+			for _, p := range m.Partitions {
+				fp := plan[ptKey(p.Topic, p.Partition)]
+				if fp == nil {
+					continue
+				}
+				fp.State, fp.Error = p.State.String(), p.Error
+			}
+		}
+		for _, fp := range plan {
+			switch fp.Expect {
+			case "diverged":
+				ok = ok && fp.State == partition.Failed.String()
+			default:
+				ok = ok && fp.State == partition.Mirroring.String() && d.aEnd(ctx, fp) >= fp.BEnd
+			}
+		}
+		return ok
+	}
+	done := waitFor(ctx, d.cfg.StepTimeout, 500*time.Millisecond, settled)
+	d.m.failback = d.m.failback[:0]
+	var wrong []string
+	for _, k := range order {
+		fp := plan[k]
+		d.m.failback = append(d.m.failback, *fp)
+		r.line("%-12s %s: %s%s", k, orDash(fp.State), expectText(fp), errText(fp.Error))
+		good := (fp.Expect == "diverged" && fp.State == partition.Failed.String()) ||
+			(fp.Expect == "delta" && fp.State == partition.Mirroring.String())
+		if !good {
+			wrong = append(wrong, k)
+		}
+	}
+	d.m.failbackRan = true
+	if !done {
+		d.m.anomaly("failback: %d partitions did not reach the expected state within %s: %s", len(wrong), d.cfg.StepTimeout, strings.Join(wrong, ", "))
+		return fmt.Errorf("%d partitions of %s did not catch up or fail as diverged within %s: %s",
+			len(wrong), d.cfg.Reverse, d.cfg.StepTimeout, strings.Join(wrong, ", "))
+	}
+	return nil
+}
+
+// aEnd reads A's current log end of one partition (-1 when unknown). It
+// is only called while waiting, on partitions the engine says MIRRORING.
+func (d *Drill) aEnd(ctx context.Context, fp *FailbackPartition) int64 {
+	e, err := endOffsets(ctx, d.cfg.Sandbox.Bootstrap(sandbox.SideA), []string{fp.Topic})
+	if err != nil {
+		return -1
+	}
+	return e[fp.Topic][fp.Partition]
+}
+
+// forwardLME reads the forward mirror's last mirrored offsets from B's
+// __mirror_state; the stop recorded them there.
+func (d *Drill) forwardLME(ctx context.Context) (map[string]int64, error) {
+	adm, err := engine.NewAdmin(ctx, d.cfg.Sandbox.Bootstrap(sandbox.SideB), nil, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("admin on B: %w", err)
+	}
+	defer adm.Close()
+	rows, err := adm.Describe(ctx, d.cfg.Mirror)
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", d.cfg.Mirror, err)
+	}
+	out := map[string]int64{}
+	for _, row := range rows {
+		out[ptKey(row.Topic, row.Partition)] = row.LastMirrorOffset
+	}
+	return out, nil
+}
+
+func expectText(fp *FailbackPartition) string {
+	if fp.Expect == "diverged" {
+		return fmt.Sprintf("DIVERGED, A holds %d offsets beyond the LME", fp.Beyond)
+	}
+	return fmt.Sprintf("delta %d offsets", fp.Delta)
+}
+
+func errText(e string) string {
+	if e == "" {
+		return ""
+	}
+	if len(e) > 120 {
+		e = e[:120] + "…"
+	}
+	return " (" + e + ")"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,210 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/sandbox"
+)
+
+// offsets are per topic, per partition offsets.
+type offsets map[string]map[int32]int64
+
+// measurements are what the steps learn and the report tells. Only the
+// running step touches them.
+type measurements struct {
+	t0      time.Time
+	t0Snap  engine.Snapshot
+	t0Ends  offsets // B's log ends at T0
+	t0Group map[int32]int64
+
+	outageAt           time.Time
+	unmirroredAtOutage int64
+
+	stopSent, stopDone time.Time
+	lme                map[string]int64 // "topic/p" → last mirrored offset at stop
+
+	groupA map[int32]int64 // the group's last commit on A, as the consumer saw it acknowledged
+	groupB map[int32]int64 // the group's offsets on B when it moved there
+
+	firstProduceB, firstConsumeB time.Time
+
+	verified    bool
+	lost        []sandbox.Ack
+	ackedA      int64
+	ackedB      int64
+	duplicates  int64
+	gaps        int64
+	bWritable   bool
+	failback    []FailbackPartition
+	failbackRan bool
+	anomalies   []string
+}
+
+func (m *measurements) anomaly(format string, args ...any) {
+	m.anomalies = append(m.anomalies, fmt.Sprintf(format, args...))
+}
+
+// admin is a short-lived admin client of one side.
+func admin(bootstrap []string) (*kgo.Client, *kadm.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-drill"), kgo.RetryTimeout(10*time.Second))
+	if err != nil {
+		return nil, nil, err
+	}
+	return cl, kadm.NewClient(cl), nil
+}
+
+// endOffsets lists the log end offsets of topics on bootstrap.
+func endOffsets(ctx context.Context, bootstrap []string, topics []string) (offsets, error) {
+	cl, adm, err := admin(bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	lo, err := adm.ListEndOffsets(lctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets on %v: %w", bootstrap, err)
+	}
+	out := offsets{}
+	var firstErr error
+	lo.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("end offset of %s/%d: %w", o.Topic, o.Partition, o.Err)
+			return
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out, firstErr
+}
+
+// groupOffsets reads the demo group's committed offsets on bootstrap.
+func groupOffsets(ctx context.Context, bootstrap []string) (map[int32]int64, error) {
+	cl, adm, err := admin(bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := adm.FetchOffsets(fctx, sandbox.GroupID)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]int64{}, nil // nothing ever committed for the group there
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", sandbox.GroupID, err)
+	}
+	out := map[int32]int64{}
+	for p, o := range resp[sandbox.ProcessedTopic] {
+		if o.Err == nil && o.At >= 0 {
+			out[p] = o.At
+		}
+	}
+	return out, nil
+}
+
+// committedIDs reads B from the given offsets to the given ends,
+// read_committed, and returns the ids of the demo records it holds: a
+// record of an aborted transaction, or of one the failover aborted, is not
+// there for a consumer. Control records are kept so a partition whose tail
+// is transaction markers still shows it has been read to its end; a
+// partition that cannot be read to its end fails the measurement rather
+// than counting its unread records as lost.
+func committedIDs(ctx context.Context, bootstrap []string, from, to offsets, timeout time.Duration) (map[string]bool, error) {
+	assign := map[string]map[int32]kgo.Offset{}
+	pos := map[string]map[int32]int64{}
+	left := 0
+	for t, ps := range from {
+		for p, o := range ps {
+			if to[t][p] > o {
+				if assign[t] == nil {
+					assign[t], pos[t] = map[int32]kgo.Offset{}, map[int32]int64{}
+				}
+				assign[t][p], pos[t][p] = kgo.NewOffset().At(o), o
+				left++
+			}
+		}
+	}
+	ids := map[string]bool{}
+	if left == 0 {
+		return ids, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-drill-reader"),
+		kgo.ConsumePartitions(assign), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for left > 0 {
+		fs := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			var behind []string
+			for t, ps := range pos {
+				for p, o := range ps {
+					if o < to[t][p] {
+						behind = append(behind, fmt.Sprintf("%s at %d of %d", ptKey(t, p), o, to[t][p]))
+					}
+				}
+			}
+			return nil, fmt.Errorf("read B to its log end within %s: %s not read through: %w", timeout, strings.Join(behind, ", "), rctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				if id := sandbox.IDOf(r.Value); id != "" {
+					ids[id] = true
+				}
+			}
+			before := pos[r.Topic][r.Partition]
+			if r.Offset+1 > before {
+				pos[r.Topic][r.Partition] = r.Offset + 1
+				if before < to[r.Topic][r.Partition] && r.Offset+1 >= to[r.Topic][r.Partition] {
+					left--
+				}
+			}
+		})
+	}
+	return ids, nil
+}
+
+// lostAcks returns the writes side A acknowledged that B does not hold.
+// Below B's log end at T0 a write is on B by offset identity (kmirror
+// checks every append lands at the source's offset); beyond it, B's
+// records are read and matched by id. Transactional topics are matched by
+// id throughout: a mirrored transaction still open at the stop is aborted
+// on B, whatever offsets its records had. On a compacted topic a record may be
+// gone from B because a newer one with its key replaced it, so there a
+// write at or below the stop's LME counts as mirrored (compacted topics
+// carry no transactions the stop could abort).
+func lostAcks(acks []sandbox.Ack, t0Ends offsets, onB map[string]bool, lme map[string]int64) []sandbox.Ack {
+	compacted := map[string]bool{}
+	for _, t := range sandbox.Topics {
+		compacted[t.Name] = t.Compacted
+	}
+	var lost []sandbox.Ack
+	for _, a := range acks {
+		if onB[a.ID] || (a.Offset < t0Ends[a.Topic][a.Partition] && !sandbox.IsTransactional(a.Topic)) {
+			continue
+		}
+		if l, ok := lme[ptKey(a.Topic, a.Partition)]; ok && compacted[a.Topic] && a.Offset <= l {
+			continue
+		}
+		lost = append(lost, a)
+	}
+	return lost
+}
+
+func ptKey(topic string, p int32) string { return fmt.Sprintf("%s/%d", topic, p) }

@@ -1,0 +1,44 @@
+// Package throttle is the token bucket behind mirror.replication.throttled.rate:
+// one bucket per mirror, shared by its partitions' appenders.
+package throttle
+
+import (
+	"sync"
+	"time"
+)
+
+// Bucket admits bytes at Rate per second with bursts of up to one second's
+// worth. It never blocks: Reserve says how long the caller must wait.
+type Bucket struct {
+	mu     sync.Mutex
+	rate   float64 // bytes per second
+	tokens float64
+	last   time.Time
+	now    func() time.Time
+}
+
+// New returns a bucket of rate bytes per second, full; now is its clock.
+func New(rate int64, now func() time.Time) *Bucket {
+	if now == nil {
+		now = time.Now
+	}
+	return &Bucket{rate: float64(rate), tokens: float64(rate), last: now(), now: now}
+}
+
+// Reserve takes n bytes from the bucket and returns how long to wait before
+// sending them: zero while the bucket has them, otherwise the time the rate
+// needs to pay the debt. Reservations queue: each one waits for all before.
+func (b *Bucket) Reserve(n int) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if dt := now.Sub(b.last).Seconds(); dt > 0 {
+		b.tokens = min(b.rate, b.tokens+dt*b.rate)
+		b.last = now
+	}
+	b.tokens -= float64(n)
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / b.rate * float64(time.Second))
+}

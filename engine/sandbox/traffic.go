@@ -1,0 +1,225 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Kind says how a topic's producer writes.
+type Kind int8
+
+const (
+	KindIdempotent    Kind = iota // the kgo default: idempotent, acks=all
+	KindPlain                     // no idempotence: the oldest way clients write
+	KindTransactional             // transactions of several records; some abort
+)
+
+// String names the kind as the demo prints it.
+func (k Kind) String() string {
+	switch k {
+	case KindIdempotent:
+		return "idempotent"
+	case KindPlain:
+		return "plain"
+	case KindTransactional:
+		return "transactional"
+	}
+	return "unknown"
+}
+
+// Topic is one demo topic and the traffic written to it.
+type Topic struct {
+	Name       string
+	Partitions int32
+	Codec      kgo.CompressionCodec
+	CodecName  string
+	Rate       int // records per second
+	Kind       Kind
+	Compacted  bool
+	Keys       int // distinct keys (a compacted topic keeps one record per key)
+}
+
+// Topics are the demo's topics: one per kind of data the mirror must copy
+// byte for byte.
+var Topics = []Topic{
+	{Name: "orders", Partitions: 6, Codec: kgo.ZstdCompression(), CodecName: "zstd", Rate: 200, Kind: KindIdempotent, Keys: 97},
+	{Name: "payments", Partitions: 3, Codec: kgo.SnappyCompression(), CodecName: "snappy", Rate: 100, Kind: KindTransactional, Keys: 31},
+	{Name: "clicks", Partitions: 6, Codec: kgo.Lz4Compression(), CodecName: "lz4", Rate: 1000, Kind: KindPlain, Keys: 1009},
+	{Name: "inventory", Partitions: 3, Codec: kgo.GzipCompression(), CodecName: "gzip", Rate: 50, Kind: KindIdempotent, Compacted: true, Keys: 40},
+}
+
+// TopicNames lists the demo topics' names.
+func TopicNames() []string {
+	out := make([]string, len(Topics))
+	for i, t := range Topics {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// Traffic is the demo's producers writing to one side. Stop ends them; a
+// side that is down makes them retry until then, and every write that was
+// acknowledged is in the ledger.
+type Traffic struct {
+	side    Side
+	ledger  *Ledger
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	clients []*kgo.Client
+	seq     map[string]*atomic.Int64
+}
+
+// startTraffic starts one producer per topic against bootstrap. seq carries
+// the record numbers on from an earlier Traffic so ids stay unique.
+func startTraffic(bootstrap []string, side Side, ledger *Ledger, seq map[string]*atomic.Int64) (*Traffic, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &Traffic{side: side, ledger: ledger, cancel: cancel, seq: seq}
+	for _, t := range Topics {
+		opts := []kgo.Opt{
+			kgo.SeedBrokers(bootstrap...),
+			kgo.ClientID("demo-producer-" + t.Name),
+			kgo.ProducerBatchCompression(t.Codec),
+			kgo.ProducerLinger(20 * time.Millisecond),
+			kgo.DefaultProduceTopic(t.Name),
+		}
+		switch t.Kind {
+		case KindPlain:
+			opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck()))
+		case KindTransactional:
+			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("demo-%s-%s", t.Name, side)))
+		case KindIdempotent:
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			tr.Stop()
+			return nil, fmt.Errorf("producer for %s on %s: %w", t.Name, side, err)
+		}
+		tr.clients = append(tr.clients, cl)
+		n := seq[t.Name]
+		tr.wg.Go(func() {
+			if t.Kind == KindTransactional {
+				tr.transact(ctx, cl, t, n)
+				return
+			}
+			tr.produce(ctx, cl, t, n)
+		})
+	}
+	return tr, nil
+}
+
+// Stop ends the producers. Writes still unacknowledged are abandoned and
+// counted as failed, never as acknowledged.
+func (tr *Traffic) Stop() {
+	tr.cancel()
+	for _, cl := range tr.clients {
+		cl.Close() // fails buffered records, which unblocks a producer waiting on a dead cluster
+	}
+	tr.wg.Wait()
+}
+
+const trafficTick = 50 * time.Millisecond
+
+func perTick(rate int) int { return max(1, rate*int(trafficTick/time.Millisecond)/1000) }
+
+func (tr *Traffic) record(t Topic, n int64) (*kgo.Record, string) {
+	id := recordID(t.Name, tr.side, n)
+	return &kgo.Record{
+		Topic: t.Name,
+		Key:   fmt.Appendf(nil, "key-%d", n%int64(t.Keys)),
+		Value: recordValue(id, time.Now()),
+	}, id
+}
+
+// produce writes keyed records at t's rate until ctx ends.
+func (tr *Traffic) produce(ctx context.Context, cl *kgo.Client, t Topic, seq *atomic.Int64) {
+	tk := time.NewTicker(trafficTick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		for range perTick(t.Rate) {
+			r, id := tr.record(t, seq.Add(1))
+			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+				if err != nil {
+					tr.ledger.failed(tr.side, 1)
+					return
+				}
+				tr.ledger.add(Ack{ID: id, Topic: t.Name, Partition: r.Partition, Offset: r.Offset, At: time.Now(), Side: tr.side})
+			})
+		}
+	}
+}
+
+// transact writes transactions of a tick's records; every fourth one is
+// aborted, so the destination must reproduce abort markers too. Only
+// committed transactions enter the ledger.
+func (tr *Traffic) transact(ctx context.Context, cl *kgo.Client, t Topic, seq *atomic.Int64) {
+	tk := time.NewTicker(trafficTick)
+	defer tk.Stop()
+	for txn := 1; ; txn++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		if err := cl.BeginTransaction(); err != nil {
+			tr.ledger.failed(tr.side, int64(perTick(t.Rate)))
+			continue
+		}
+		recs := make([]*kgo.Record, 0, perTick(t.Rate))
+		ids := make([]string, 0, cap(recs))
+		for range perTick(t.Rate) {
+			r, id := tr.record(t, seq.Add(1))
+			recs, ids = append(recs, r), append(ids, id)
+		}
+		res := cl.ProduceSync(ctx, recs...)
+		commit := kgo.TransactionEndTry(res.FirstErr() == nil && txn%4 != 0)
+		err := cl.EndTransaction(ctx, commit)
+		if ctx.Err() != nil {
+			// Stopping: abort whatever is still open so the cluster's last
+			// stable offset is not held back until the transaction times
+			// out. Bounded, because the cluster may be the one that is down.
+			actx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_ = cl.AbortBufferedRecords(actx)
+			_ = cl.EndTransaction(actx, kgo.TryAbort)
+			cancel()
+			if err != nil || !bool(commit) {
+				return
+			}
+		}
+		if err != nil {
+			tr.ledger.failed(tr.side, int64(len(recs)))
+			// A failed commit leaves the producer unusable until it aborts
+			// what it buffered; the next loop begins afresh.
+			_ = cl.AbortBufferedRecords(ctx)
+			continue
+		}
+		if !bool(commit) {
+			continue // an intended abort: nothing was acknowledged
+		}
+		now := time.Now()
+		acks := make([]Ack, len(res))
+		for i, r := range res {
+			acks[i] = Ack{ID: ids[i], Topic: t.Name, Partition: r.Record.Partition, Offset: r.Record.Offset, At: now, Side: tr.side}
+		}
+		tr.ledger.add(acks...)
+	}
+}
+
+// IsTransactional reports whether the demo writes topic in transactions.
+func IsTransactional(topic string) bool {
+	for _, t := range Topics {
+		if t.Name == topic {
+			return t.Kind == KindTransactional
+		}
+	}
+	return false
+}

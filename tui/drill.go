@@ -1,0 +1,208 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	bkey "charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/views"
+)
+
+// DrillDriver is the guided DR drill as the console sees it. Status must be
+// cheap and never block on a running step; Next runs the current step and
+// may take as long as the step's waits, so it is only called from a command
+// goroutine.
+type DrillDriver interface {
+	Status() drill.Status
+	Next(ctx context.Context, note string) error
+}
+
+// The drill's keys. They exist only while a drill runs, so they live here
+// rather than in the console-wide key table (see the report).
+var (
+	drillNextKey = bkey.NewBinding(bkey.WithKeys("n"), bkey.WithHelp("n", "run the drill's next step"))
+	drillNoteKey = bkey.NewBinding(bkey.WithKeys("i"), bkey.WithHelp("i", "write a note for the drill report"))
+)
+
+// drillStepTimeout bounds one step started from the console; the drill's
+// own waits are shorter, this only keeps a hung step from outliving it.
+const drillStepTimeout = 10 * time.Minute
+
+// drillRefresh is how often the panel re-reads a running step's progress,
+// so a failover shows partition by partition.
+const drillRefresh = 200 * time.Millisecond
+
+// drillDoneMsg reports that a step finished.
+type drillDoneMsg struct{ err error }
+
+// drillTickMsg re-reads the drill status while a step runs.
+type drillTickMsg struct{}
+
+// drillPanel is the side panel's state; the drill itself is the driver's.
+type drillPanel struct {
+	drv     DrillDriver
+	status  drill.Status
+	prompt  views.Prompt
+	editing bool
+	note    string
+	msg     string
+	msgErr  bool
+}
+
+func newDrillPanel(drv DrillDriver) *drillPanel {
+	return &drillPanel{drv: drv, status: drv.Status()}
+}
+
+// Panel sizes: beside the screens when the terminal is wide enough to keep
+// the partitions table's 80 columns, else below them.
+const (
+	drillMinW   = 34
+	drillMaxW   = 48
+	drillBelowH = 12
+)
+
+// drillLayout returns the panel's width (beside) or height (below).
+func (m *Model) drillLayout() (w, h int) {
+	if m.drill == nil {
+		return 0, 0
+	}
+	if m.width-drillMinW-1 >= MinWidth {
+		return min(drillMaxW, m.width-MinWidth-1), 0
+	}
+	return 0, drillBelowH
+}
+
+// bodyView renders the active screen and, when a drill runs, its panel.
+func (m *Model) bodyView(lay Layout) string {
+	body := views.Block(m.active().View(), lay.Body.W, lay.Body.H)
+	if m.drill == nil || lay.Drill.W == 0 || lay.Drill.H == 0 {
+		return body
+	}
+	panel := views.RenderDrill(m.skin, m.drill.view(), lay.Drill.W, lay.Drill.H)
+	if lay.Drill.Y > lay.Body.Y { // below
+		return body + "\n" + panel
+	}
+	sep := views.Block(m.skin.Subtle.Render(repeatLines("│", lay.Body.H)), 1, lay.Body.H)
+	return lipgloss.JoinHorizontal(lipgloss.Top, body, sep, panel)
+}
+
+func repeatLines(s string, n int) string {
+	out := make([]byte, 0, n*(len(s)+1))
+	for i := range n {
+		if i > 0 {
+			out = append(out, '\n')
+		}
+		out = append(out, s...)
+	}
+	return string(out)
+}
+
+func (p *drillPanel) view() views.DrillPanel {
+	return views.DrillPanel{
+		Status: p.status, Note: p.note, Editing: p.editing, Prompt: &p.prompt,
+		Message: p.msg, MsgErr: p.msgErr,
+		NextKey: drillNextKey.Help().Key, NoteKey: drillNoteKey.Help().Key,
+	}
+}
+
+// drillKey handles the drill's keys; ok is false for keys it leaves to the
+// console. While the note is typed every key but ctrl+c is the note's.
+func (m *Model) drillKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
+	p := m.drill
+	if p == nil || k.String() == "ctrl+c" {
+		return nil, false
+	}
+	if p.editing {
+		switch p.prompt.Update(k) {
+		case views.PromptSubmitted:
+			p.note, p.editing = p.prompt.Value(), false
+		case views.PromptCancelled:
+			p.editing = false
+		case views.PromptEditing:
+		}
+		return nil, true
+	}
+	if m.dialog != nil || m.cmdOpen || m.help || m.active().Capturing() {
+		return nil, false
+	}
+	switch {
+	case bkey.Matches(k, drillNextKey):
+		return m.drillNext(), true
+	case bkey.Matches(k, drillNoteKey):
+		p.editing = true
+		p.prompt.SetValue(p.note)
+		return nil, true
+	}
+	return nil, false
+}
+
+// drillNext starts the current step in a command goroutine.
+func (m *Model) drillNext() tea.Cmd {
+	p := m.drill
+	p.status = p.drv.Status()
+	switch {
+	case p.status.Running:
+		p.msg, p.msgErr = "a step is running: wait for it", false
+		return nil
+	case p.status.Done():
+		p.msg, p.msgErr = "the drill is complete", false
+		return nil
+	}
+	note := p.note
+	p.note, p.msg, p.msgErr = "", "", false
+	p.status.Running = true
+	ctx, drv := m.ctx, p.drv
+	run := func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, drillStepTimeout)
+		defer cancel()
+		return drillDoneMsg{err: drv.Next(cctx, note)}
+	}
+	return tea.Batch(run, drillTick())
+}
+
+func drillTick() tea.Cmd {
+	return tea.Tick(drillRefresh, func(time.Time) tea.Msg { return drillTickMsg{} })
+}
+
+// onDrill handles the drill's messages.
+func (m *Model) onDrill(msg tea.Msg) tea.Cmd {
+	p := m.drill
+	if p == nil {
+		return nil
+	}
+	switch msg := msg.(type) {
+	case drillTickMsg:
+		p.status = p.drv.Status()
+		if p.status.Running {
+			return drillTick()
+		}
+	case drillDoneMsg:
+		p.status = p.drv.Status()
+		switch {
+		case msg.err == nil && p.status.Done():
+			p.msg, p.msgErr = "drill complete", false
+		case msg.err == nil:
+			p.msg, p.msgErr = "step passed", false
+		case errors.Is(msg.err, drill.ErrBusy):
+			p.msg, p.msgErr = "a step is running: wait for it", false
+		default:
+			p.msg, p.msgErr = msg.err.Error(), true
+		}
+		// Show the step's effect on the tables now, not at the next tick.
+		return m.pollNow()
+	}
+	return nil
+}
+
+// refreshDrill re-reads the drill's status on every snapshot, so a step
+// started elsewhere (or the console's own S) is reflected.
+func (m *Model) refreshDrill() {
+	if m.drill != nil {
+		m.drill.status = m.drill.drv.Status()
+	}
+}

@@ -1,0 +1,152 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/kmirror/kmirror/engine/drill"
+)
+
+// DrillPanel is what the drill side panel shows besides the drill's own
+// status: the operator's note being typed or kept for the next step, and
+// the last message.
+type DrillPanel struct {
+	Status  drill.Status
+	Note    string // kept for the next step
+	Editing bool   // the note prompt is open
+	Prompt  *Prompt
+	Message string
+	MsgErr  bool
+	NextKey string // the key that runs the next step
+	NoteKey string // the key that opens the note prompt
+}
+
+// drillMarker is the step's mark; the word beside a failed step keeps the
+// meaning without colour.
+func drillMarker(st drill.State) string {
+	switch st {
+	case drill.Passed:
+		return "✓"
+	case drill.Failed:
+		return "✗"
+	case drill.Running:
+		return "…"
+	case drill.Pending:
+		return " "
+	}
+	return "?"
+}
+
+// RenderDrill draws the panel in exactly width×height cells.
+func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
+	if width < 10 || height < 3 {
+		return block("", width, height)
+	}
+	inner := width - 2
+	st := p.Status
+	var out []string
+	head := fmt.Sprintf("DR DRILL  step %d/%d", min(st.Current+1, len(st.Steps)), len(st.Steps))
+	if st.Done() {
+		head = "DR DRILL  complete"
+	}
+	out = append(out, s.Title.Render(head))
+	for i, r := range st.Steps {
+		line := fmt.Sprintf("%s %d %s", drillMarker(r.State), i+1, r.Title)
+		if r.State == drill.Failed {
+			line += " — failed"
+		}
+		line = ansi.Truncate(line, inner, "…")
+		switch {
+		case r.State == drill.Failed:
+			out = append(out, s.Err.Render(line))
+		case i == st.Current:
+			out = append(out, s.Accent.Render(line))
+		case r.State == drill.Passed:
+			out = append(out, s.OK.Render(line))
+		default:
+			out = append(out, s.Subtle.Render(line))
+		}
+	}
+	out = append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+
+	// The focus is the running step, else the current one with what the
+	// previous step found, so a result stays on screen until the next step.
+	focus := min(st.Current, len(st.Steps)-1)
+	if !st.Done() {
+		id := drill.Steps[focus]
+		out = append(out, wrapStyled(s.Text.Render, id.Explain(), inner)...)
+		out = append(out, wrapStyled(s.Label.Render, "look at: "+id.LookAt(), inner)...)
+	} else if st.ReportPath != "" {
+		out = append(out, wrapStyled(s.OK.Render, "report: "+st.ReportPath+".md and .json", inner)...)
+	}
+	var keys string
+	switch {
+	case st.Running:
+		keys = s.Warn.Render("running " + drill.Steps[focus].Title() + "…")
+	case st.Done():
+		keys = s.Subtle.Render("every step has run")
+	default:
+		verb := "run"
+		if st.Steps[focus].State == drill.Failed {
+			verb = "retry"
+		}
+		keys = s.HelpKey.Render(p.NextKey) + " " + s.Text.Render(fmt.Sprintf("%s step %d", verb, focus+1)) +
+			"  " + s.HelpKey.Render(p.NoteKey) + " " + s.Text.Render("note")
+	}
+	out = append(out, keys)
+	switch {
+	case p.Editing && p.Prompt != nil:
+		out = append(out, p.Prompt.View(s, "note: ", inner))
+	case p.Note != "":
+		out = append(out, s.Label.Render(ansi.Truncate("note: "+p.Note, inner, "…")))
+	}
+	if p.Message != "" {
+		style := s.StatusInfo.Render
+		if p.MsgErr {
+			style = s.StatusError.Render
+		}
+		out = append(out, wrapStyled(style, p.Message, inner)...)
+	}
+	out = append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+
+	// The output of the step in focus fills what is left, newest last.
+	show := focus
+	if !st.Running && st.Steps[focus].State == drill.Pending && focus > 0 {
+		show = focus - 1
+	}
+	var lines []string
+	if r := st.Steps[show]; r.State != drill.Pending {
+		lines = append(lines, s.Label.Render(ansi.Truncate(fmt.Sprintf("%d %s: %s", show+1, r.Title, r.Result), inner, "…")))
+		for _, l := range r.Lines {
+			lines = append(lines, wrapStyled(s.Text.Render, l, inner)...)
+		}
+		if r.Error != "" {
+			lines = append(lines, wrapStyled(s.Err.Render, "error: "+r.Error, inner)...)
+		}
+	}
+	room := height - len(out)
+	if room > 0 && len(lines) > room {
+		lines = lines[len(lines)-room:]
+	}
+	if room > 0 {
+		out = append(out, lines...)
+	}
+	if len(out) > height {
+		out = out[:height]
+	}
+	for i := range out {
+		out[i] = " " + out[i]
+	}
+	return block(strings.Join(out, "\n"), width, height)
+}
+
+// wrapStyled wraps text to width and styles each line.
+func wrapStyled(style func(...string) string, text string, width int) []string {
+	var out []string
+	for _, l := range strings.Split(ansi.Wordwrap(text, width, " "), "\n") {
+		out = append(out, style(ansi.Truncate(l, width, "…")))
+	}
+	return out
+}
