@@ -24,7 +24,9 @@ const (
 const usage = `kmirror mirrors Kafka topics between clusters at identical offsets.
 
 Modes:
-  kmirror demo [--headless] [--theme T]    two embedded clusters, live traffic, mirror a-to-b, the console
+  kmirror demo [--no-drill] [--headless] [--drill-script [--report PATH]] [--theme T]
+                                           two embedded clusters, live traffic, mirror a-to-b, the console
+                                           with the guided DR drill (n runs the next step, i adds a note)
   kmirror sandbox                          only the two embedded clusters with traffic (for scripting)
   kmirror run --bootstrap-server B         a headless instance: mirrors what __mirror_state on B says
   kmirror console --bootstrap-server B     the console, with an in-process instance
