@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/metrics"
 	"github.com/kmirror/kmirror/tui"
 )
 
@@ -28,6 +29,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	cmdConfig := fs.String("command-config", "", "properties file with the destination client's security settings")
 	host, _ := os.Hostname()
 	instance := fs.String("instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's name, shown as the owner of its partitions")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; port 0 picks one)")
 	var readOnly *bool
 	var theme, logFile *string
 	if console {
@@ -55,6 +57,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		fmt.Fprintf(stderr, "kmirror %s: --command-config: %v\n", mode, err)
 		return exitFail
 	}
+	destTLS, destSASL, _ := engine.SecurityParts(security) // the same settings, for kmirror's own produce connections
 	logOut := io.Writer(stderr)
 	if console {
 		lf, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -66,7 +69,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		logOut = lf
 	}
 	eng, err := engine.New(ctx, engine.Config{
-		Destination: strings.Split(*bootstrap, ","), DestinationOpts: secOpts,
+		Destination: strings.Split(*bootstrap, ","), DestinationOpts: secOpts, DestinationTLS: destTLS, DestinationSASL: destSASL,
 		Instance: *instance, Logger: slog.New(slog.NewTextHandler(logOut, nil)),
 	})
 	if err != nil {
@@ -77,6 +80,17 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	if err := eng.Join(ctx); err != nil {
 		fmt.Fprintf(stderr, "kmirror %s: %s\n", mode, oneLine(err))
 		return exitFail
+	}
+	if *metricsAddr != "" {
+		ms, err := metrics.Start(*metricsAddr, eng.Snapshot)
+		if err != nil {
+			fmt.Fprintf(stderr, "kmirror %s: %v\n", mode, err)
+			return exitFail
+		}
+		defer ms.Close()
+		if !console { // the console owns the terminal
+			fmt.Fprintf(stdout, "kmirror metrics at http://%s/metrics\n", ms.Addr())
+		}
 	}
 	if console {
 		if err := tui.Run(ctx, eng, tui.Options{ReadOnly: *readOnly, Theme: *theme, LogPath: *logFile}); err != nil {

@@ -219,6 +219,13 @@ func (r *runner) align(ctx context.Context) error {
 	r.pos, r.acked = dstEnd, dstEnd
 	r.alignedAt = at
 	r.dropFetch()
+	if r.txm == nil && len(r.restoredTxns) > 0 {
+		// Continue the mirrored transactions of the previous owner now,
+		// before anything is appended.
+		if _, err := r.mapper(ctx); err != nil {
+			return err
+		}
+	}
 	if r.txm != nil {
 		if err := r.txm.Resync(ctx); err != nil {
 			return r.txnError(err)

@@ -152,6 +152,9 @@ func (r *runner) mirror(ctx context.Context) error {
 			if err := r.handleFetch(ctx, res); err != nil {
 				return err
 			}
+			if !r.outstanding { // appending needed the fetcher for itself
+				r.postWant(ctx, r.fetchPos())
+			}
 		}
 	}
 }

@@ -88,7 +88,11 @@ func mirrorThrough(t *testing.T, src securedSide, srcConfig map[string]string, d
 	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	eng, err := engine.New(ctx, engine.Config{Destination: dst.c.Addrs(), DestinationOpts: dst.opts, Instance: "secured"})
+	tc, mech, err := engine.SecurityParts(dst.settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(ctx, engine.Config{Destination: dst.c.Addrs(), DestinationOpts: dst.opts, DestinationTLS: tc, DestinationSASL: mech, Instance: "secured"})
 	if err != nil {
 		t.Fatalf("engine: %v", err)
 	}
@@ -212,16 +216,7 @@ func TestSecurityTLSUntrustedSource(t *testing.T) {
 // (settings as --command-config gives them) and mirrors a plaintext source
 // into it: the admin actions, the instance's state consumer and the append
 // path all authenticate.
-//
-// It is skipped unless KMIRROR_TEST_DEST_SECURITY=1: the append path dials
-// the destination with engine/wire, and engine/conns.go gives wire.Options
-// only a client id, so the destination closes those connections ("append
-// secure/0 at 0: connection to ... closed: read Produce v13 response: EOF")
-// while the admin and the state consumer, which use kgo, authenticate.
 func TestSecuritySASLDestination(t *testing.T) {
-	if os.Getenv("KMIRROR_TEST_DEST_SECURITY") != "1" {
-		t.Skip("the append path does not authenticate to a secured destination yet (engine/conns.go: wire.Options has no SASL/TLS); KMIRROR_TEST_DEST_SECURITY=1 runs it")
-	}
 	const user, pw = "kmirror", "dest-pw-5d1e"
 	settings := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": pw}
 	src := newSecuredSide(t, "kmirror-test-source", nil)

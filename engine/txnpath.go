@@ -32,10 +32,94 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 		Client: r.m.e.dst.cl, Now: r.m.e.now, Logger: r.m.e.log,
 	})
 	if err := m.Restore(ctx, r.restoredTxns); err != nil {
-		return nil, r.txnError(err)
+		if err = r.forgetOwnAborts(ctx, m, err); err != nil {
+			return nil, r.txnError(err)
+		}
 	}
 	r.txm, r.restoredTxns = m, nil
 	return m, nil
+}
+
+// forgetOwnAborts settles the transactions a restore found aborted on the
+// destination: when the source holds the same producer's abort marker at
+// that offset, the abort was kmirror's own mirrored one, issued just before
+// the engine died and not yet recorded; the producer is forgotten and
+// mirroring goes on. Any other abort is the destination's doing and stays
+// an error.
+func (r *runner) forgetOwnAborts(ctx context.Context, m *txn.Mapper, err error) error {
+	var rest []error
+	for _, e := range flatten(err) {
+		var ab *txn.AbortedByCoordinatorError
+		if !errors.As(e, &ab) || ab.MarkerOffset < 0 {
+			rest = append(rest, e)
+			continue
+		}
+		h, b, ferr := r.sourceBatchAt(ctx, ab.MarkerOffset)
+		if ferr != nil {
+			return ferr
+		}
+		if h.BaseOffset == ab.MarkerOffset && h.IsControl() && h.ProducerID == ab.SourcePID {
+			if commit, cerr := txn.ParseControl(b); cerr == nil && !commit {
+				m.Forget(ab.SourcePID)
+				r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
+					fmt.Sprintf("mirrored abort at offset %d was already on the destination before the restart", ab.MarkerOffset))
+				continue
+			}
+		}
+		rest = append(rest, e)
+	}
+	return errors.Join(rest...)
+}
+
+// flatten lists the errors joined in err.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			if _, isJoin := e.(interface{ Unwrap() []error }); isJoin {
+				if _, isAborted := e.(*txn.AbortedByCoordinatorError); !isAborted {
+					out = append(out, flatten(e)...)
+					continue
+				}
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// sourceBatchAt fetches the source batch holding offset.
+func (r *runner) sourceBatchAt(ctx context.Context, offset int64) (batch.Header, []byte, error) {
+	r.dropFetch()
+	r.postWant(ctx, offset)
+	defer r.dropFetch()
+	for {
+		select {
+		case <-ctx.Done():
+			return batch.Header{}, nil, ctx.Err()
+		case res := <-r.reply:
+			if res.gen != r.gen {
+				continue
+			}
+			if res.err != nil {
+				return batch.Header{}, nil, res.err
+			}
+			var h batch.Header
+			var b []byte
+			_, err := batch.Split(res.records, func(hh batch.Header, bb []byte) error {
+				if hh.NextOffset() > offset {
+					h, b = hh, bb
+					return errStopSplit
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, errStopSplit) {
+				return h, nil, err
+			}
+			return h, b, nil
+		}
+	}
 }
 
 // issueTxn appends a data batch of a source transaction through the mapped
