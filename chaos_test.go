@@ -342,7 +342,10 @@ func TestChaosKillRestart(t *testing.T) {
 	for _, tp := range topics {
 		src.CreateTopic(t, tp, parts[tp], nil)
 	}
-	work := t.TempDir()
+	work := os.Getenv("KMIRROR_CHAOS_LOGDIR") // keep the instances' logs for a post-mortem
+	if work == "" {
+		work = t.TempDir()
+	}
 	cfg := filepath.Join(work, "m.properties")
 	if err := writeFile(cfg, "bootstrap.servers="+addrs(src)+"\nmirror.failed.retry.initial.backoff.ms=50\nmirror.failed.retry.max.backoff.ms=2000"); err != nil {
 		t.Fatal(err)
