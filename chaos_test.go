@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/enginetest"
 )
@@ -434,7 +433,7 @@ func sameRecords(ctx context.Context, src, dst *kgo.Client, topic string, p int3
 		if !readCommitted {
 			return enginetest.Consume(ctx, cl, topic, p)
 		}
-		return consumeCommitted(ctx, cl, topic, p)
+		return enginetest.ConsumeCommitted(ctx, cl, topic, p)
 	}
 	s, err := read(src)
 	if err != nil {
@@ -453,68 +452,6 @@ func sameRecords(ctx context.Context, src, dst *kgo.Client, topic string, p int3
 		}
 	}
 	return len(s), nil
-}
-
-// consumeCommitted reads what a READ_COMMITTED consumer sees of a
-// partition. How many records to expect is counted from the raw batches
-// (records of committed transactions and non-transactional ones), so the
-// read ends without waiting for a timeout.
-func consumeCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]enginetest.Record, error) {
-	bs, err := enginetest.ReadBatches(ctx, cl, topic, p)
-	if err != nil {
-		return nil, err
-	}
-	want, pending := 0, map[int64]int{}
-	for _, b := range bs {
-		switch h := b.Header; {
-		case h.IsControl():
-			var rec kmsg.Record
-			if err := rec.ReadFrom(b.Payload); err != nil || len(rec.Key) < 4 {
-				return nil, fmt.Errorf("%s/%d control batch at %d: %v", topic, p, h.BaseOffset, err)
-			}
-			if rec.Key[3] == 1 { // the control type in the key: 1 commits
-				want += pending[h.ProducerID]
-			}
-			delete(pending, h.ProducerID)
-		case h.IsTransactional():
-			pending[h.ProducerID] += int(h.RecordCount)
-		default:
-			want += int(h.RecordCount)
-		}
-	}
-	if want == 0 {
-		return nil, nil
-	}
-	var seeds []string
-	for _, s := range cl.OptValues(kgo.SeedBrokers) {
-		seeds = append(seeds, s.([]string)...)
-	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
-	if err != nil {
-		return nil, err
-	}
-	defer cons.Close()
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	var out []enginetest.Record
-	for len(out) < want {
-		fs := cons.PollFetches(rctx)
-		if err := rctx.Err(); err != nil {
-			return out, fmt.Errorf("read committed %s/%d: %d of %d records: %w", topic, p, len(out), want, err)
-		}
-		if err := fs.Err(); err != nil {
-			return out, err
-		}
-		for _, r := range fs.Records() {
-			var hs strings.Builder
-			for _, h := range r.Headers {
-				fmt.Fprintf(&hs, "%s=%s;", h.Key, h.Value)
-			}
-			out = append(out, enginetest.Record{Offset: r.Offset, Key: string(r.Key), Value: string(r.Value), Headers: hs.String(), Timestamp: r.Timestamp.UnixMilli()})
-		}
-	}
-	return out, nil
 }
 
 // TestMetricsOfRunInstance starts `kmirror run --metrics-addr 127.0.0.1:0`

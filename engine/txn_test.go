@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
@@ -49,58 +48,18 @@ func writeTxn(t *testing.T, cl *kgo.Client, topic string, parts []int32, n int, 
 	}
 }
 
-// committedCount counts, from the raw batches, the records a READ_COMMITTED
-// consumer sees: non-transactional ones and those of committed transactions.
-func committedCount(t *testing.T, c *enginetest.Cluster, topic string, p int32) int {
-	t.Helper()
-	bs, err := enginetest.ReadBatches(context.Background(), c.Client(t), topic, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pending := map[int64]int{}
-	n := 0
-	for _, b := range bs {
-		h := b.Header
-		switch {
-		case h.IsControl():
-			var rec kmsg.Record
-			if err := rec.ReadFrom(b.Payload); err != nil || len(rec.Key) < 4 {
-				t.Fatalf("control batch at %d: %v", h.BaseOffset, err)
-			}
-			if rec.Key[3] == 1 { // COMMIT
-				n += pending[h.ProducerID]
-			}
-			delete(pending, h.ProducerID)
-		case h.IsTransactional():
-			pending[h.ProducerID] += int(h.RecordCount)
-		default:
-			n += int(h.RecordCount)
-		}
-	}
-	return n
-}
-
-// readCommitted reads a partition with a READ_COMMITTED consumer, as many
-// records as the raw log says are committed.
+// readCommitted reads a partition with a READ_COMMITTED consumer.
 func readCommitted(t *testing.T, c *enginetest.Cluster, topic string, p int32) []string {
 	t.Helper()
-	want := committedCount(t, c, topic, p)
-	var out []string
-	if want == 0 {
-		return out
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := c.Client(t, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err(); err != nil {
-			t.Fatalf("read committed %s/%d: %d of %d records: %v", topic, p, len(out), want, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, fmt.Sprintf("%d:%s=%s", r.Offset, r.Key, r.Value))
-		})
+	recs, err := enginetest.ConsumeCommitted(ctx, c.Client(t), topic, p)
+	if err != nil {
+		t.Fatalf("read committed %s/%d: %v", topic, p, err)
+	}
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = fmt.Sprintf("%d:%s=%s", r.Offset, r.Key, r.Value)
 	}
 	return out
 }

@@ -287,6 +287,17 @@ type Record struct {
 // hold, so trailing transaction markers (which carry no record a consumer
 // sees) do not leave it waiting.
 func Consume(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]Record, error) {
+	return consume(ctx, cl, topic, p, false)
+}
+
+// ConsumeCommitted reads what a READ_COMMITTED consumer sees of a
+// partition: non-transactional records and those of committed transactions,
+// as many as the raw batches say there are.
+func ConsumeCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]Record, error) {
+	return consume(ctx, cl, topic, p, true)
+}
+
+func consume(ctx context.Context, cl *kgo.Client, topic string, p int32, committed bool) ([]Record, error) {
 	bs, err := ReadBatches(ctx, cl, topic, p)
 	if err != nil {
 		return nil, err
@@ -295,23 +306,39 @@ func Consume(ctx context.Context, cl *kgo.Client, topic string, p int32) ([]Reco
 	if err != nil {
 		return nil, err
 	}
-	want := 0
+	want, pending := 0, map[int64]int{}
 	for _, b := range bs {
-		switch h := b.Header; {
+		h := b.Header
+		n := int(h.RecordCount)
+		if h.BaseOffset < start { // the log start lies inside this batch
+			n = int(h.NextOffset() - start)
+		}
+		switch {
 		case h.IsControl():
-		case h.BaseOffset < start: // the log start lies inside this batch
-			want += int(h.NextOffset() - start)
+			if committed {
+				key, err := controlKey(b.Payload)
+				if err != nil || len(key) < 4 {
+					return nil, fmt.Errorf("%s/%d control batch at %d: %v", topic, p, h.BaseOffset, err)
+				}
+				if key[3] == 1 { // the control type in the key: 1 commits
+					want += pending[h.ProducerID]
+				}
+				delete(pending, h.ProducerID)
+			}
+		case h.IsTransactional() && committed:
+			pending[h.ProducerID] += n
 		default:
-			want += int(h.RecordCount)
+			want += n
 		}
 	}
 	if want == 0 {
 		return nil, nil
 	}
-	cons, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds(cl)...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(start)}}),
-	)
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds(cl)...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(start)}})}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cons, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
