@@ -488,6 +488,8 @@ func (m *Mapper) joinMode(ctx context.Context) (addMode, error) {
 			addMin = k.MinVersion
 		case keyProduce:
 			produceMax = k.MaxVersion
+		case int16(kmsg.EndTxn):
+			m.epochPerTxn = k.MaxVersion >= 5
 		}
 	}
 	switch {

@@ -96,6 +96,10 @@ func (m *Mapper) Resync(ctx context.Context) error {
 		return nil
 	}
 	slices.SortFunc(open, func(a, b *producer) int { return cmp.Compare(a.SourcePID, b.SourcePID) })
+	if _, err := m.joinMode(ctx); err != nil {
+		m.stale = true
+		return err
+	}
 	aps, err := m.describeProducers(ctx)
 	if err != nil {
 		m.stale = true
@@ -131,6 +135,9 @@ func (m *Mapper) resyncIfStale(ctx context.Context) error {
 
 // resyncOne reads the partition state of one adopted producer.
 func (m *Mapper) resyncOne(ctx context.Context, p *producer, aps map[int64]activeProducer) error {
+	if _, err := m.joinMode(ctx); err != nil {
+		return err
+	}
 	if aps == nil {
 		var err error
 		if aps, err = m.describeProducers(ctx); err != nil {
@@ -150,9 +157,15 @@ func (m *Mapper) applyPartitionState(p *producer, aps map[int64]activeProducer) 
 	if !ok || ap.epoch != p.Epoch {
 		return
 	}
-	if ap.lastSequence >= 0 {
+	switch {
+	case ap.txnStart < 0 && m.epochPerTxn:
+		// The open transaction has no data here yet and began with a new
+		// epoch: its sequences start at 0, whatever the partition still
+		// remembers of the previous epoch's (kfake reports that one).
+		p.NextSeq = 0
+	case ap.lastSequence >= 0:
 		p.NextSeq = nextSequence(ap.lastSequence, 1)
-	} else {
+	default:
 		p.NextSeq = 0
 	}
 	p.FirstOffset = ap.txnStart

@@ -92,7 +92,11 @@ type Mapper struct {
 	producers map[int64]*producer // by source producer id
 	timeout   time.Duration       // resolved transaction timeout
 	mode      addMode
-	stale     bool // an append failed: re-read sequences before the next one
+	// epochPerTxn: the destination ends transactions with EndTxn v5+
+	// (transaction version 2), which bumps the producer epoch, so each
+	// transaction's sequences start at 0. Learnt with mode.
+	epochPerTxn bool
+	stale       bool // an append failed: re-read sequences before the next one
 }
 
 // New returns a Mapper for one destination partition. It does no I/O.
