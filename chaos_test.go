@@ -29,13 +29,6 @@ import (
 // chaosRunsEnv raises the number of SIGKILLs of TestChaosKillRestart.
 const chaosRunsEnv = "KMIRROR_CHAOS_RUNS"
 
-// chaosTxnEnv=1 adds the transactional producer to the workload. It is not
-// in the default run: after a SIGKILL a restarted instance can resume a
-// mirrored transaction with a stale producer epoch or sequence and loop on
-// OUT_OF_ORDER_SEQUENCE_NUMBER (loudly, never silently); see the README's
-// Reliability section.
-const chaosTxnEnv = "KMIRROR_CHAOS_TXN"
-
 // runProc is one `kmirror run` subprocess; its stdout and stderr go to
 // files so tests can read its log and the metrics address it prints.
 type runProc struct {
@@ -184,27 +177,25 @@ func startChaosWorkload(t *testing.T, src *enginetest.Cluster, parts map[string]
 	plain("lz4-plain", enginetest.ProducerOpts("lz4", false))
 	plain("uncompressed", enginetest.ProducerOpts("none", true))
 
-	if os.Getenv(chaosTxnEnv) == "1" {
-		txn := src.Client(t, kgo.TransactionalID("kmirror-chaos-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.TransactionTimeout(60*time.Second))
-		rng := rand.New(rand.NewPCG(seed, 7))
-		w.wg.Go(func() {
-			for round := 0; ; round++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				err := w.transaction(ctx, txn, rng, topics, parts, round)
-				cancel()
-				if err != nil {
-					t.Errorf("workload transactional round %d: %v", round, err)
-					return
-				}
-				select {
-				case <-w.stop:
-					return
-				default:
-				}
+	txn := src.Client(t, kgo.TransactionalID("kmirror-chaos-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.TransactionTimeout(60*time.Second))
+	rng := rand.New(rand.NewPCG(seed, 7))
+	w.wg.Go(func() {
+		for round := 0; ; round++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := w.transaction(ctx, txn, rng, topics, parts, round)
+			cancel()
+			if err != nil {
+				t.Errorf("workload transactional round %d: %v", round, err)
+				return
 			}
-		})
-	}
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+		}
+	})
 	// A test that fails early must still stop its producers before it
 	// ends (they report through t), and before their clients close:
 	// cleanups run last-registered first.
@@ -315,9 +306,8 @@ func destTotal(ctx context.Context, cl *kgo.Client, topics []string) int64 {
 }
 
 // TestChaosKillRestart SIGKILLs a `kmirror run` instance at random moments
-// while a mixed workload (idempotent zstd, plain lz4, uncompressed; with
-// KMIRROR_CHAOS_TXN=1 also transactions committed and aborted) writes to two
-// source topics, restarts
+// while a mixed workload (idempotent zstd, plain lz4, uncompressed,
+// transactions committed and aborted) writes to two source topics, restarts
 // it each time, and then requires every partition to be identical on both
 // sides — batches, offsets, and what READ_UNCOMMITTED and READ_COMMITTED
 // consumers see — with no partition FAILED. KMIRROR_CHAOS_RUNS=N sets the
