@@ -202,6 +202,8 @@ func (r *runner) txnError(err error) error {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrUnsupported, err)}
 	case errors.Is(err, txn.ErrBadControl):
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
+	case errors.Is(err, errRealign):
+		return err
 	}
 	return fmt.Errorf("%w: %v", errRealign, err)
 }
