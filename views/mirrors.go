@@ -3,6 +3,7 @@ package views
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -155,7 +156,34 @@ func (v *Mirrors) card(i int) []string {
 	out = append(out, "   "+s.Label.Render("lag ")+s.Text.Render(groupDigits(sum.TotalLag)+" records")+
 		"  "+s.Label.Render("RPO≈ ")+s.Text.Render(duration(sum.WorstLagTime))+
 		"  "+s.Text.Render(fmt.Sprintf("%.2f MB/s  %.0f batches/s", sum.BytesPerSec/1e6, sum.BatchesPerSec)))
+	out = append(out, "   "+s.Label.Render("synced ")+syncItem(s, "topics", m.Meta.Topics)+"  "+
+		syncItem(s, "configs", m.Meta.Configs)+"  "+syncItem(s, "ACLs", m.Meta.ACLs)+"  "+groupSyncItem(s, m.Groups))
 	return out
+}
+
+// syncItem shows when a kind of metadata was last synced, or its error.
+func syncItem(s *Skin, kind string, k engine.MetaSyncKind) string {
+	switch {
+	case k.LastError != "" && !k.LastErrorAt.Before(k.LastSync):
+		return s.Warn.Render(kind + " failing")
+	case k.LastSync.IsZero():
+		return s.Subtle.Render(kind + " -")
+	}
+	return s.Text.Render(kind + " " + k.LastSync.UTC().Format("15:04:05"))
+}
+
+// groupSyncItem shows the newest group offset sync.
+func groupSyncItem(s *Skin, gs []engine.GroupSnapshot) string {
+	var last time.Time
+	for _, g := range gs {
+		if g.LastSync.After(last) {
+			last = g.LastSync
+		}
+	}
+	if last.IsZero() {
+		return s.Subtle.Render("groups -")
+	}
+	return s.Text.Render("groups " + last.UTC().Format("15:04:05"))
 }
 
 func orUnknown(s string) string {
