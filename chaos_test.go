@@ -269,6 +269,21 @@ func within(ctx context.Context, timeout time.Duration, cond func() (bool, strin
 	}
 }
 
+// untilStalled polls cond until it holds, or until progress() has not grown
+// for stall.
+func untilStalled(ctx context.Context, stall time.Duration, progress func() int64, cond func() (bool, string)) (string, bool) {
+	for {
+		before := progress()
+		msg, ok := within(ctx, stall, cond)
+		if ok {
+			return "", true
+		}
+		if ctx.Err() != nil || progress() <= before {
+			return msg + " (no progress for " + stall.String() + ")", false
+		}
+	}
+}
+
 // dumpInstance logs what explains a stuck instance: the partitions' states
 // and the end of its log.
 func dumpInstance(t *testing.T, dst *enginetest.Cluster, p *runProc) {
@@ -370,8 +385,11 @@ func TestChaosKillRestart(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	// The backlog after many kills can be large: wait as long as the
+	// mirror keeps moving, and fail once it stalls for a minute.
+	progressCl := dst.Client(t)
 	for _, tp := range topics {
-		if msg, ok := within(ctx, 120*time.Second, caughtUp(t, src, dst, tp)); !ok {
+		if msg, ok := untilStalled(ctx, time.Minute, func() int64 { return destTotal(ctx, progressCl, topics) }, caughtUp(t, src, dst, tp)); !ok {
 			dumpInstance(t, dst, proc)
 			t.Fatalf("%s never caught up after the workload stopped: %s", tp, msg)
 		}
