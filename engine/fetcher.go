@@ -85,6 +85,7 @@ func (f *fetcher) run(ctx context.Context) {
 
 // fetch issues one Fetch request for pending and answers each want.
 func (f *fetcher) fetch(ctx context.Context, pending []want) {
+	pending = newestWants(pending)
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = f.maxWait
@@ -193,4 +194,25 @@ func deliver(ch chan fetchResult, res fetchResult) {
 		default:
 		}
 	}
+}
+
+// newestWants keeps one want per partition, the last one posted: a runner
+// that realigned posts a new want while its previous one may still wait
+// here, and one request must not ask for a partition twice (the answers
+// could not be told apart).
+func newestWants(pending []want) []want {
+	last := make(map[tp]int, len(pending))
+	for i, w := range pending {
+		last[tp{w.topic, w.partition}] = i
+	}
+	if len(last) == len(pending) {
+		return pending
+	}
+	out := pending[:0]
+	for i, w := range pending {
+		if last[tp{w.topic, w.partition}] == i {
+			out = append(out, w)
+		}
+	}
+	return out
 }

@@ -149,6 +149,13 @@ func (r *runner) mirror(ctx context.Context) error {
 				continue // answer to a fetch abandoned by a realignment
 			}
 			r.outstanding = false
+			if res.err == nil && res.offset != r.fetchPos() {
+				// An answer for another position than the one the
+				// partition is at (left over from before a realignment):
+				// ask again rather than take it for a gap.
+				r.postWant(ctx, r.fetchPos())
+				continue
+			}
 			if err := r.handleFetch(ctx, res); err != nil {
 				return err
 			}
