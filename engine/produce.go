@@ -237,31 +237,14 @@ func (r *runner) align(ctx context.Context) error {
 // batchBaseAt returns the base offset of the source batch holding offset,
 // or offset itself when the source has no record there yet.
 func (r *runner) batchBaseAt(ctx context.Context, offset int64) (int64, error) {
-	r.dropFetch()
-	r.postWant(ctx, offset)
-	for {
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case res := <-r.reply:
-			if res.gen != r.gen {
-				continue
-			}
-			r.dropFetch()
-			if res.err != nil {
-				return 0, res.err
-			}
-			base := offset
-			_, err := batch.Split(res.records, func(h batch.Header, _ []byte) error {
-				base = min(base, h.BaseOffset)
-				return errStopSplit
-			})
-			if err != nil && !errors.Is(err, errStopSplit) {
-				return 0, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %v", ErrBadSourceBatch, offset, err)}
-			}
-			return base, nil
-		}
+	h, b, err := r.sourceBatchAt(ctx, offset)
+	if err != nil {
+		return 0, err
 	}
+	if b == nil {
+		return offset, nil
+	}
+	return min(offset, h.BaseOffset), nil
 }
 
 var errStopSplit = errors.New("stop")

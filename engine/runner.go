@@ -139,7 +139,7 @@ func (r *runner) mirror(ctx context.Context) error {
 				// observed before the last alignment: says nothing now
 			case o.end > r.pos:
 				return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: o.end, Cause: ErrForeignWrite}
-			case o.end < r.acked && r.acked > 0:
+			case o.end < r.acked:
 				// The destination lost acknowledged records: the topic was
 				// deleted and recreated (a rebuild) or truncated. Align again.
 				return fmt.Errorf("%w: destination log end %d is below the %d records already mirrored", errRealign, o.end, r.acked)
@@ -149,13 +149,6 @@ func (r *runner) mirror(ctx context.Context) error {
 				continue // answer to a fetch abandoned by a realignment
 			}
 			r.outstanding = false
-			if res.err == nil && res.offset != r.fetchPos() {
-				// An answer for another position than the one the
-				// partition is at (left over from before a realignment):
-				// ask again rather than take it for a gap.
-				r.postWant(ctx, r.fetchPos())
-				continue
-			}
 			if err := r.handleFetch(ctx, res); err != nil {
 				return err
 			}

@@ -115,7 +115,7 @@ func (r *runner) sourceBatchAt(ctx context.Context, offset int64) (batch.Header,
 				return nil
 			})
 			if err != nil && !errors.Is(err, errStopSplit) {
-				return h, nil, err
+				return h, nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %v", ErrBadSourceBatch, offset, err)}
 			}
 			return h, b, nil
 		}
