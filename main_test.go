@@ -96,6 +96,7 @@ func (s *script) expand(v string) string {
 //	[!]stderr RE            likewise for stderr
 //	file NAME LINE...       write a file in $WORK, one line per argument
 //	topic NAME PARTITIONS   create a source topic
+//	grow TOPIC PARTITIONS   add partitions to a source topic, up to PARTITIONS
 //	produce TOPIC N         write N records to every partition of a source topic
 //	instance NAME           start a `kmirror run` process
 //	kill NAME               SIGKILL it
@@ -155,6 +156,15 @@ func (s *script) command(args []string) error {
 	case "topic":
 		n, _ := strconv.Atoi(args[2])
 		s.src.CreateTopic(s.t, args[1], int32(n), nil)
+	case "grow":
+		n, _ := strconv.Atoi(args[2])
+		resp, err := s.src.Admin(s.t).UpdatePartitions(ctx, n, args[1])
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("grow %s to %d partitions: %w", args[1], n, err)
+		}
 	case "produce":
 		n, _ := strconv.Atoi(args[2])
 		ends, err := enginetest.Ends(ctx, s.src.Client(s.t), args[1])

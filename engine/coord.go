@@ -253,6 +253,15 @@ func (c *coordinator) reconcile(ctx context.Context) {
 			c.startTopic(ctx, m, t)
 			continue
 		}
+		// A stopped topic belongs to the destination now: a source
+		// partition added after failover is not mirrored.
+		if m.takeGrown(ref.Topic) && t.Desired != partition.DesiredStop {
+			before := len(m.runnersOf(ref.Topic))
+			c.startTopic(ctx, m, t)
+			if after := len(m.runnersOf(ref.Topic)); after > before {
+				c.e.emit(LevelInfo, ref.Mirror, ref.Topic, -1, fmt.Sprintf("source topic %s grew to %d partitions: mirroring the new ones", ref.Topic, after))
+			}
+		}
 		for _, r := range m.runnersOf(ref.Topic) {
 			pref := store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.partition}
 			if c.sent[pref] != t.Desired {

@@ -95,6 +95,22 @@ type metaState struct {
 	mu      sync.Mutex
 	status  MetaSyncStatus
 	deleted map[string]bool
+	grown   map[string]bool // shared mirrors: topics with source partitions that have no runner yet
+}
+
+// takeGrown reports whether the source topic was seen with partitions this
+// instance runs no runner for, and forgets it: the coordinator, which owns
+// the partitions' records, starts them.
+func (m *mirror) takeGrown(topic string) bool {
+	st := m.cfg.MetaSync.state
+	if st == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	grown := st.grown[topic]
+	delete(st.grown, topic)
+	return grown
 }
 
 func (s *metaState) record(kind *MetaSyncKind, now time.Time, synced, skipped int, err error) {
@@ -240,11 +256,23 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 			m.e.emit(LevelError, m.cfg.Name, t, -1, fmt.Sprintf("source topic %s was deleted: its partitions cannot be mirrored any more", t))
 		}
 	}
+	deleted := m.deletedTopics()
 	if !m.adHoc() {
-		return 0, nil
+		// Shared mirrors start partitions from their records, in the
+		// coordinator's loop: note the grown topics for it.
+		st.mu.Lock()
+		for _, t := range mirrored {
+			if tm, ok := meta.topics[t]; ok && tm.err == nil && !slices.Contains(deleted, t) && len(tm.partitions) > len(m.runnersOf(t)) {
+				if st.grown == nil {
+					st.grown = map[string]bool{}
+				}
+				st.grown[t] = true
+			}
+		}
+		st.mu.Unlock()
+		return 0, errors.Join(errs...)
 	}
 	changed := 0
-	deleted := m.deletedTopics()
 	// Until StartMirror has started every configured topic, one of them
 	// may be half-way through addTopic; growing it here would race that
 	// call for the same partitions.
