@@ -63,8 +63,12 @@ type MirrorSnapshot struct {
 	Name       string
 	Source     ClusterInfo
 	Partitions []PartitionSnapshot // sorted by topic, then partition
-	Groups     []GroupSnapshot     // consumer-group offset sync, by group
+	Groups     []GroupSnapshot     // consumer- and share-group offset sync, by group
 	Meta       MetaSyncStatus      // topic discovery, config and ACL sync
+
+	// ShareGroupsSkipped says why share groups are not synced (a cluster
+	// without KIP-932 share groups), "" when they are or group sync is off.
+	ShareGroupsSkipped string
 }
 
 // Snapshot is a consistent, immutable copy of the engine's state. The UI polls

@@ -214,7 +214,7 @@ func (e *Engine) Snapshot() Snapshot {
 			mm.Partitions = append(mm.Partitions, ps)
 		}
 		m.mu.Lock()
-		mm.Groups = slices.Clone(m.groups)
+		mm.Groups, mm.ShareGroupsSkipped = slices.Clone(m.groups), m.shareSkip
 		m.mu.Unlock()
 		mm.Meta = m.metaStatus()
 		s.Mirrors = append(s.Mirrors, mm)

@@ -12,17 +12,20 @@ import (
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
-// GroupPartition is one partition of a synced consumer group.
+// GroupPartition is one partition of a synced group: committed offsets of a
+// consumer group, share-partition start offsets of a share group.
 type GroupPartition struct {
 	Topic       string
 	Partition   int32
-	Source      int64 // committed on the source, -1 none
-	Destination int64 // committed on the destination by the sync, -1 none
+	Source      int64 // committed (start offset) on the source, -1 none
+	Destination int64 // written on the destination by the sync, -1 none
 }
 
-// GroupSnapshot is the offset sync status of one consumer group.
+// GroupSnapshot is the offset sync status of one consumer or share group.
+// For a share group the offsets are share-partition start offsets.
 type GroupSnapshot struct {
 	Group      string
+	Kind       GroupKind
 	LastSync   time.Time // zero: never synced
 	SkipReason string    // why the group was not synced in the last run, "" if it was
 	Partitions []GroupPartition
@@ -55,7 +58,8 @@ func (g *groupSync) wants(group string) bool {
 	return match(g.include) && !match(g.exclude)
 }
 
-// syncGroups runs until ctx ends, one sync per interval.
+// syncGroups runs until ctx ends, one sync of consumer groups and one of
+// share groups per interval.
 func (m *mirror) syncGroups(ctx context.Context) {
 	if m.cfg.GroupSync.interval <= 0 {
 		return
@@ -68,8 +72,12 @@ func (m *mirror) syncGroups(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := m.syncGroupsOnce(ctx); err != nil && ctx.Err() == nil {
+		topics := m.syncedTopics()
+		if err := m.syncGroupsOnce(ctx, topics); err != nil && ctx.Err() == nil {
 			m.e.emit(LevelWarn, m.cfg.Name, "", -1, "group offset sync: "+err.Error())
+		}
+		if err := m.syncShareGroupsOnce(ctx, topics); err != nil && ctx.Err() == nil {
+			m.e.emit(LevelWarn, m.cfg.Name, "", -1, "share-group offset sync: "+err.Error())
 		}
 	}
 }
@@ -92,21 +100,22 @@ func (m *mirror) syncedTopics() []string {
 	return slices.Compact(out)
 }
 
-func (m *mirror) syncGroupsOnce(ctx context.Context) error {
-	topics := m.syncedTopics()
+func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 	listed, err := m.src.adm.ListGroups(ctx)
 	if err != nil {
 		return fmt.Errorf("list source groups: %w", err)
 	}
 	var groups []string
-	for _, g := range listed.Groups() {
-		if m.cfg.GroupSync.wants(g) {
-			groups = append(groups, g)
+	for _, g := range listed.Sorted() {
+		// Share groups are listed too; their offsets are not committed
+		// offsets (see syncShareGroupsOnce).
+		if g.GroupType != "share" && g.ProtocolType != "share" && m.cfg.GroupSync.wants(g.Group) {
+			groups = append(groups, g.Group)
 		}
 	}
 	slices.Sort(groups)
 	if len(groups) == 0 || len(topics) == 0 {
-		m.setGroups(nil)
+		m.setGroups(GroupConsumer, nil)
 		return nil
 	}
 	dstDesc, err := m.e.dst.adm.DescribeGroups(ctx, groups...)
@@ -161,20 +170,29 @@ func (m *mirror) syncGroupsOnce(ctx context.Context) error {
 		} else {
 			gs.LastSync = now
 		}
-		slices.SortFunc(gs.Partitions, func(a, b GroupPartition) int {
-			if a.Topic != b.Topic {
-				return compareStrings(a.Topic, b.Topic)
-			}
-			return int(a.Partition - b.Partition)
-		})
+		sortGroupPartitions(gs.Partitions)
 		out = append(out, gs)
 	}
-	m.setGroups(out)
+	m.setGroups(GroupConsumer, out)
 	return nil
 }
 
-func (m *mirror) setGroups(gs []GroupSnapshot) {
+func sortGroupPartitions(ps []GroupPartition) {
+	slices.SortFunc(ps, func(a, b GroupPartition) int {
+		if a.Topic != b.Topic {
+			return compareStrings(a.Topic, b.Topic)
+		}
+		return int(a.Partition - b.Partition)
+	})
+}
+
+// setGroups replaces the published groups of one kind, keeping the others;
+// the list stays sorted by group (a group id is of one kind only).
+func (m *mirror) setGroups(kind GroupKind, gs []GroupSnapshot) {
 	m.mu.Lock()
-	m.groups = gs
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	all := slices.DeleteFunc(slices.Clone(m.groups), func(g GroupSnapshot) bool { return g.Kind == kind })
+	all = append(all, gs...)
+	slices.SortStableFunc(all, func(a, b GroupSnapshot) int { return compareStrings(a.Group, b.Group) })
+	m.groups = all
 }

@@ -109,6 +109,8 @@ type mirror struct {
 	groups   []GroupSnapshot  // last group offset sync; guarded by mu
 	rebuilds rebuildLocks     // one topic rebuild at a time
 	bucket   *throttle.Bucket // nil: unthrottled
+
+	shareSkip string // why share groups were not synced, "" if they were; guarded by mu
 }
 
 // runner returns the runner of a partition, nil if none.

@@ -10,9 +10,10 @@ import (
 	"github.com/kmirror/kmirror/keymap"
 )
 
-// Groups is the consumer-group offset view: per mirror and group, the
-// source's committed offsets next to what the sync committed on the
-// destination, when the group was last synced, or why it was skipped.
+// Groups is the group offset view: per mirror and group (consumer or share),
+// the source's offsets next to what the sync wrote on the destination — the
+// committed offsets of a consumer group, the share-partition start offsets
+// of a share group — when the group was last synced, or why it was skipped.
 type Groups struct {
 	skin          *Skin
 	km            keymap.KeyMap
@@ -43,24 +44,29 @@ func (v *Groups) View() string {
 	s := v.skin
 	var b strings.Builder
 	any := false
+	var notes []string
 	for _, m := range v.snap.Mirrors {
+		if m.ShareGroupsSkipped != "" {
+			notes = append(notes, s.Text.Render(m.Name)+" "+s.Subtle.Render("share groups not synced: "+m.ShareGroupsSkipped))
+		}
 		for _, g := range m.Groups {
 			any = true
 			status := s.OK.Render("synced " + g.LastSync.UTC().Format("15:04:05"))
 			if g.SkipReason != "" {
 				status = s.Warn.Render("skipped: " + g.SkipReason)
 			}
-			fmt.Fprintf(&b, "%s %s  %s\n", s.Text.Render(m.Name), s.Text.Render(g.Group), status)
+			fmt.Fprintf(&b, "%s %s %s  %s\n", s.Text.Render(m.Name), s.Subtle.Render(fmt.Sprintf("%-8s", g.Kind)), s.Text.Render(g.Group), status)
 			for _, p := range g.Partitions {
 				fmt.Fprintf(&b, "    %-24s %4d  source %10d  destination %10d\n", p.Topic, p.Partition, p.Source, p.Destination)
 			}
 		}
 	}
 	if !any {
-		b.WriteString(s.Warn.Render("no consumer group synced yet") + "\n\n" +
+		b.WriteString(s.Warn.Render("no consumer or share group synced yet") + "\n\n" +
 			s.Text.Render("Groups of the source that match mirror.groups.include are synced every") + "\n" +
 			s.Text.Render("mirror.metadata.refresh.interval.ms for mirrored topics that are not stopped.") + "\n" +
-			s.Text.Render("Before failing clients over, check group positions on the destination."))
+			s.Text.Render("Before failing clients over, check group positions on the destination.") + "\n\n")
 	}
+	b.WriteString(strings.Join(notes, "\n"))
 	return block(b.String(), v.width, v.height)
 }

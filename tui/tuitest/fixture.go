@@ -124,8 +124,12 @@ func Snapshot() engine.Snapshot {
 						{Topic: "orders", Partition: 1, Source: 1190, Destination: 1185},
 					}},
 					{Group: "fraud-check", SkipReason: "active on the destination (2 members): it consumes there already"},
+					{Group: "pickers", Kind: engine.GroupShare, LastSync: T0.Add(-4 * time.Second), Partitions: []engine.GroupPartition{
+						{Topic: "orders", Partition: 0, Source: 1150, Destination: 1150},
+					}},
 				}},
-			{Name: MirrorCB, Source: engine.ClusterInfo{ID: "src-Lm8dQ1wYt5Ez", Bootstrap: []string{"c-1.edge.example:9092"}}, Partitions: cb},
+			{Name: MirrorCB, Source: engine.ClusterInfo{ID: "src-Lm8dQ1wYt5Ez", Bootstrap: []string{"c-1.edge.example:9092"}}, Partitions: cb,
+				ShareGroupsSkipped: "the source cluster does not support share groups (broker 1 lacks DescribeShareGroupOffsets)"},
 		},
 	}
 }
