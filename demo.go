@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -146,13 +147,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	fmt.Fprintf(stdout, "mirror %s recorded in __mirror_state on B and running; demo ready in %s; log: %s\n",
 		demoMirror, env.started.Round(time.Millisecond), *logFile)
 
-	path := *report
-	if path == "" {
-		path = "kmirror-drill-" + time.Now().Format("20060102-150405")
-	}
-	path = strings.TrimSuffix(strings.TrimSuffix(path, ".json"), ".md")
+	path := reportPath(*report)
 	newDrill := func() (*drill.Drill, error) {
-		return drill.New(drill.Config{Sandbox: env.sb, Engine: env.eng, Mirror: demoMirror, ReportPath: path, StepTimeout: *stepTimeout})
+		return drill.New(drill.Config{Target: drill.SandboxTarget(env.sb), Engine: env.eng, Mirror: demoMirror, ReportPath: path, StepTimeout: *stepTimeout})
 	}
 	switch {
 	case *script:
@@ -175,6 +172,51 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		return exitFail
 	}
 	return exitOK
+}
+
+// reportPath is the drill report's path without extension: the --report
+// flag, or kmirror-drill-<time> in the current directory.
+func reportPath(flag string) string {
+	if flag == "" {
+		flag = "kmirror-drill-" + time.Now().Format("20060102-150405")
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(flag, ".json"), ".md")
+}
+
+// realDrill prepares the drill of a mirror between real clusters for
+// kmirror console --drill: mirror is the one named, or the only one B's
+// __mirror_state records.
+func realDrill(ctx context.Context, eng *engine.Engine, bootstrap []string, security map[string]string, mirror, report string, stepTimeout time.Duration) (*drill.Drill, error) {
+	adm, err := engine.NewAdmin(ctx, bootstrap, security, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := adm.Catalog(ctx)
+	adm.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read __mirror_state: %w", err)
+	}
+	names := cat.MirrorNames()
+	switch {
+	case mirror != "" && !slices.Contains(names, mirror):
+		return nil, fmt.Errorf("mirror %s does not exist on %s (mirrors: %s)", mirror, strings.Join(bootstrap, ","), orNone(names))
+	case mirror == "" && len(names) != 1:
+		return nil, fmt.Errorf("--drill needs --mirror NAME: %s records %s", strings.Join(bootstrap, ","), orNone(names))
+	case mirror == "":
+		mirror = names[0]
+	}
+	target, err := drill.RealTarget(drill.RealConfig{Bootstrap: bootstrap, Security: security})
+	if err != nil {
+		return nil, err
+	}
+	return drill.New(drill.Config{Target: target, Engine: eng, Mirror: mirror, ReportPath: reportPath(report), StepTimeout: stepTimeout})
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "no mirror"
+	}
+	return strings.Join(names, ", ")
 }
 
 // runDrillScript runs every drill step unattended.

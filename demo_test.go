@@ -37,7 +37,7 @@ func TestDemoDrillScript(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "drill")
 	var out bytes.Buffer
 	code := runDrillScript(ctx, func() (*drill.Drill, error) {
-		return drill.New(drill.Config{Sandbox: env.sb, Engine: env.eng, Mirror: demoMirror, ReportPath: path})
+		return drill.New(drill.Config{Target: drill.SandboxTarget(env.sb), Engine: env.eng, Mirror: demoMirror, ReportPath: path})
 	}, &out, &out)
 	t.Logf("drill output:\n%s", out.String())
 	if code != exitOK {
@@ -78,6 +78,9 @@ func TestDemoDrillScript(t *testing.T) {
 	// RPO: every write A acknowledged that B does not hold, found here by a
 	// full read_committed read of B (compacted inventory by offset against
 	// the stop's LME, since compaction may remove superseded records).
+	if !rep.RPO.Known || rep.RPO.Method != drill.RPOAcks || rep.Target != "sandbox" || rep.Group == nil {
+		t.Fatalf("sandbox report: RPO %s known %v, target %q, group %v", rep.RPO.Method, rep.RPO.Known, rep.Target, rep.Group)
+	}
 	lost := independentLost(t, env)
 	if rep.RPO.Records != int64(len(lost)) {
 		t.Errorf("report RPO %d records, measured %d lost", rep.RPO.Records, len(lost))
@@ -122,7 +125,7 @@ func TestDemoDrillScript(t *testing.T) {
 	if rep.RTO.Seconds <= 0 || rep.RTO.FirstProduceAt.IsZero() || rep.RTO.FirstConsumeAt.IsZero() {
 		t.Errorf("RTO %+v: want a positive RTO with both firsts", rep.RTO)
 	}
-	if !rep.Group.BWritable {
+	if !rep.BWritable {
 		t.Errorf("B not writable after the failover")
 	}
 	if len(rep.Failback) == 0 {

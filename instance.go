@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/metrics"
@@ -30,12 +31,17 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	host, _ := os.Hostname()
 	instance := fs.String("instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's name, shown as the owner of its partitions")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; port 0 picks one)")
-	var readOnly *bool
-	var theme, logFile *string
+	var readOnly, drillOn *bool
+	var theme, logFile, drillMirror, report *string
+	var stepTimeout *time.Duration
 	if console {
 		readOnly = fs.Bool("read-only", false, "watch only: no action keys")
 		theme = fs.String("theme", "dark", "dark, light or high-contrast (NO_COLOR is respected)")
 		logFile = fs.String("log-file", filepath.Join(os.TempDir(), "kmirror-console.log"), "where the engine writes its log")
+		drillOn = fs.Bool("drill", false, "show the guided DR drill panel for a mirror on this destination: you take the source down and move the clients, the drill measures")
+		drillMirror = fs.String("mirror", "", "with --drill: the mirror to drill (default: the only one on the destination)")
+		report = fs.String("report", "", "with --drill: the report's path without extension (PATH.md, PATH.json); default kmirror-drill-<time> in the current directory")
+		stepTimeout = fs.Duration("step-timeout", 90*time.Second, "with --drill: how long a drill step waits for the clusters")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -45,6 +51,10 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	}
 	if *bootstrap == "" || fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kmirror %s: --bootstrap-server is required and no argument is taken\n", mode)
+		return exitUsage
+	}
+	if console && *drillOn && *readOnly {
+		fmt.Fprintf(stderr, "kmirror console: --drill stops the mirror, so it cannot be --read-only\n")
 		return exitUsage
 	}
 	security, err := commandConfig(*cmdConfig)
@@ -93,7 +103,17 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		}
 	}
 	if console {
-		if err := tui.Run(ctx, eng, tui.Options{ReadOnly: *readOnly, Theme: *theme, LogPath: *logFile}); err != nil {
+		opts := tui.Options{ReadOnly: *readOnly, Theme: *theme, LogPath: *logFile}
+		if *drillOn {
+			d, err := realDrill(ctx, eng, strings.Split(*bootstrap, ","), security, *drillMirror, *report, *stepTimeout)
+			if err != nil {
+				fmt.Fprintf(stderr, "kmirror console: %s\n", oneLine(err))
+				return exitFail
+			}
+			defer d.Close()
+			opts.Drill = d
+		}
+		if err := tui.Run(ctx, eng, opts); err != nil {
 			fmt.Fprintf(stderr, "kmirror console: %v\n", err)
 			return exitFail
 		}

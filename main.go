@@ -30,6 +30,8 @@ Modes:
   kmirror sandbox                          only the two embedded clusters with traffic (for scripting)
   kmirror run --bootstrap-server B         a headless instance: mirrors what __mirror_state on B says
   kmirror console --bootstrap-server B     the console, with an in-process instance
+    [--drill [--mirror N] [--report PATH]] with the DR drill panel for a real mirror: you take the source
+                                           down and move the clients and tick each (x); the drill measures
   kmirror bench [--quick] [--json]         throughput, CPU, allocation, lag, failover and memory against baselines
   kmirror help                             this text
 

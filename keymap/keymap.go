@@ -37,6 +37,9 @@ const (
 	Rebuild
 	Stop
 	StopMirror
+	DrillNext
+	DrillConfirm
+	DrillNote
 )
 
 // String names the action (used in tests and status messages).
@@ -92,6 +95,12 @@ func (a Action) String() string {
 		return "stop"
 	case StopMirror:
 		return "stop-mirror"
+	case DrillNext:
+		return "drill-next"
+	case DrillConfirm:
+		return "drill-confirm"
+	case DrillNote:
+		return "drill-note"
 	}
 	return "unknown"
 }
@@ -104,10 +113,11 @@ const (
 	GroupNavigation
 	GroupViews
 	GroupGeneral
+	GroupDrill
 )
 
 // Groups lists the help headings in display order.
-var Groups = []Group{GroupActions, GroupNavigation, GroupViews, GroupGeneral}
+var Groups = []Group{GroupActions, GroupNavigation, GroupViews, GroupGeneral, GroupDrill}
 
 // String returns the help heading.
 func (g Group) String() string {
@@ -120,12 +130,16 @@ func (g Group) String() string {
 		return "Views"
 	case GroupGeneral:
 		return "General"
+	case GroupDrill:
+		return "DR drill"
 	}
 	return "Other"
 }
 
 // Scope is a set of console screens an entry works in. It is a bit set so one
 // entry can belong to several screens; "?" shows only the current screen's.
+// ScopeDrill is the DR drill panel: its keys work on every screen while the
+// panel is shown, and "?" lists them then.
 type Scope uint8
 
 const (
@@ -134,10 +148,14 @@ const (
 	ScopeDetail
 	ScopeEvents
 	ScopeGroups
+	ScopeDrill
 
 	ScopeAll   = ScopeMirrors | ScopePartitions | ScopeDetail | ScopeEvents | ScopeGroups
 	scopeLists = ScopeMirrors | ScopePartitions | ScopeEvents
 )
+
+// Screens lists the single scopes of the console's screens.
+var Screens = []Scope{ScopeMirrors, ScopePartitions, ScopeDetail, ScopeEvents, ScopeGroups}
 
 // String names a single scope (a set prints its members joined by "|").
 func (s Scope) String() string {
@@ -152,11 +170,13 @@ func (s Scope) String() string {
 		return "events"
 	case ScopeGroups:
 		return "groups"
+	case ScopeDrill:
+		return "drill panel"
 	case ScopeAll:
 		return "all"
 	}
 	out := ""
-	for _, one := range []Scope{ScopeMirrors, ScopePartitions, ScopeDetail, ScopeEvents, ScopeGroups} {
+	for _, one := range append(Screens, ScopeDrill) {
 		if s&one != 0 {
 			if out != "" {
 				out += "|"
@@ -262,6 +282,15 @@ func Table() []Entry {
 			"refresh less often (up to every 10s)"),
 		entry(Quit, GroupGeneral, ScopeAll, []string{"q", "ctrl+c"}, "q/ctrl+c", "quit",
 			"quit the console (an in-process engine stops with it)"),
+
+		// The drill panel's keys act on every screen while it is shown, so
+		// they must not collide with any screen's keys (space marks rows).
+		mutating(entry(DrillNext, GroupDrill, ScopeDrill, []string{"n"}, "n", "run the next step",
+			"run the drill's next step, or retry a failed one (the failover step stops the mirror)")),
+		mutating(entry(DrillConfirm, GroupDrill, ScopeDrill, []string{"x"}, "x", "tick: I did it",
+			"tick the step's instruction as done (real clusters: the outage, the client switch) and run the step")),
+		entry(DrillNote, GroupDrill, ScopeDrill, []string{"i"}, "i", "note for the report",
+			"write a note for the drill report; it is kept with the next step that runs"),
 	}
 }
 

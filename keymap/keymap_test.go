@@ -1,6 +1,7 @@
 package keymap
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -35,17 +36,19 @@ func TestEveryActionHasOneEntry(t *testing.T) {
 			t.Errorf("%s: missing help text", e.Action)
 		}
 	}
-	for a := Up; a <= StopMirror; a++ {
+	for a := Up; a <= DrillNote; a++ {
 		if seen[a] != 1 {
 			t.Errorf("%s: %d entries, want 1", a, seen[a])
 		}
 	}
 }
 
+// TestNoKeyConflictsWithinAScope also checks each screen together with the
+// drill panel, whose keys work on every screen while it is shown.
 func TestNoKeyConflictsWithinAScope(t *testing.T) {
-	for _, s := range []Scope{ScopeMirrors, ScopePartitions, ScopeDetail, ScopeEvents, ScopeGroups} {
+	for _, s := range Screens {
 		owner := map[string]Action{}
-		for _, e := range New(false).ForScope(s) {
+		for _, e := range New(false).ForScope(s | ScopeDrill) {
 			for _, k := range e.Binding.Keys() {
 				if prev, ok := owner[k]; ok {
 					t.Errorf("scope %s: key %q bound to %s and %s", s, k, prev, e.Action)
@@ -112,6 +115,11 @@ func TestMatchRespectsScope(t *testing.T) {
 		{"q", ScopeDetail, Quit},
 		{"ctrl+c", ScopeDetail, Quit},
 		{"j", ScopeEvents, Down},
+		{"n", ScopeDrill, DrillNext},
+		{"x", ScopeDrill, DrillConfirm},
+		{"i", ScopeDrill, DrillNote},
+		{"n", ScopePartitions, None}, // only with the drill panel
+		{"space", ScopeDrill, None},  // space marks rows; the drill ticks with x
 	}
 	for _, c := range cases {
 		if got := km.Match(press(c.key), c.scope); got != c.want {
@@ -147,5 +155,23 @@ func TestScopeString(t *testing.T) {
 	}
 	if ScopeAll.String() != "all" {
 		t.Errorf("ScopeAll = %q", ScopeAll.String())
+	}
+}
+
+// TestReadmeKeyTableIsTheKeyTable checks the README's "Console keys" table
+// is exactly MarkdownTable: regenerate it from the key table when this
+// fails.
+func TestReadmeKeyTableIsTheKeyTable(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "## Console keys\n\n"+MarkdownTable()+"\n") {
+		t.Errorf("README.md's Console keys table differs from keymap.MarkdownTable(); it should read:\n%s", MarkdownTable())
+	}
+	for _, want := range []string{"| `n` | run the drill's next step", "| `x` | tick the step's instruction", "| `i` | write a note for the drill report"} {
+		if !strings.Contains(MarkdownTable(), want) {
+			t.Errorf("the key table lacks %q", want)
+		}
 	}
 }

@@ -5,29 +5,24 @@ import (
 	"errors"
 	"time"
 
-	bkey "charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
 	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/keymap"
 	"github.com/kmirror/kmirror/views"
 )
 
 // DrillDriver is the guided DR drill as the console sees it. Status must be
 // cheap and never block on a running step; Next runs the current step and
-// may take as long as the step's waits, so it is only called from a command
+// Confirm ticks the current step's instruction and runs it; both may take
+// as long as the step's waits, so they are only called from a command
 // goroutine.
 type DrillDriver interface {
 	Status() drill.Status
 	Next(ctx context.Context, note string) error
+	Confirm(ctx context.Context, note string) error
 }
-
-// The drill's keys. They exist only while a drill runs, so they live here
-// rather than in the console-wide key table (see the report).
-var (
-	drillNextKey = bkey.NewBinding(bkey.WithKeys("n"), bkey.WithHelp("n", "run the drill's next step"))
-	drillNoteKey = bkey.NewBinding(bkey.WithKeys("i"), bkey.WithHelp("i", "write a note for the drill report"))
-)
 
 // drillStepTimeout bounds one step started from the console; the drill's
 // own waits are shorter, this only keeps a hung step from outliving it.
@@ -83,7 +78,7 @@ func (m *Model) bodyView(lay Layout) string {
 	if m.drill == nil || lay.Drill.W == 0 || lay.Drill.H == 0 {
 		return body
 	}
-	panel := views.RenderDrill(m.skin, m.drill.view(), lay.Drill.W, lay.Drill.H)
+	panel := views.RenderDrill(m.skin, m.drillView(), lay.Drill.W, lay.Drill.H)
 	if lay.Drill.Y > lay.Body.Y { // below
 		return body + "\n" + panel
 	}
@@ -102,11 +97,18 @@ func repeatLines(s string, n int) string {
 	return string(out)
 }
 
-func (p *drillPanel) view() views.DrillPanel {
+func (m *Model) drillView() views.DrillPanel {
+	p := m.drill
+	keyOf := func(a keymap.Action) string {
+		if e, ok := m.km.Lookup(a); ok {
+			return e.Binding.Help().Key
+		}
+		return ""
+	}
 	return views.DrillPanel{
 		Status: p.status, Note: p.note, Editing: p.editing, Prompt: &p.prompt,
 		Message: p.msg, MsgErr: p.msgErr,
-		NextKey: drillNextKey.Help().Key, NoteKey: drillNoteKey.Help().Key,
+		NextKey: keyOf(keymap.DrillNext), ConfirmKey: keyOf(keymap.DrillConfirm), NoteKey: keyOf(keymap.DrillNote),
 	}
 }
 
@@ -130,19 +132,24 @@ func (m *Model) drillKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	if m.dialog != nil || m.cmdOpen || m.help || m.active().Capturing() {
 		return nil, false
 	}
-	switch {
-	case bkey.Matches(k, drillNextKey):
-		return m.drillNext(), true
-	case bkey.Matches(k, drillNoteKey):
+	switch m.km.Match(k, keymap.ScopeDrill) {
+	case keymap.DrillNext:
+		return m.drillRun(false), true
+	case keymap.DrillConfirm:
+		return m.drillRun(true), true
+	case keymap.DrillNote:
 		p.editing = true
 		p.prompt.SetValue(p.note)
 		return nil, true
+	default:
 	}
 	return nil, false
 }
 
-// drillNext starts the current step in a command goroutine.
-func (m *Model) drillNext() tea.Cmd {
+// drillRun starts the current step in a command goroutine: with confirm,
+// the operator ticks its instruction first. A step with an unticked
+// instruction is not run by n, and one without is not ticked by x.
+func (m *Model) drillRun(confirm bool) tea.Cmd {
 	p := m.drill
 	p.status = p.drv.Status()
 	switch {
@@ -153,6 +160,15 @@ func (m *Model) drillNext() tea.Cmd {
 		p.msg, p.msgErr = "the drill is complete", false
 		return nil
 	}
+	cur := p.status.Steps[p.status.Current]
+	switch {
+	case confirm && cur.Instruction == "":
+		p.msg, p.msgErr = "this step has nothing to tick: "+m.drillView().NextKey+" runs it", false
+		return nil
+	case !confirm && cur.NeedsConfirm():
+		p.msg, p.msgErr = "this step is yours: do what it says, then tick it with "+m.drillView().ConfirmKey, false
+		return nil
+	}
 	note := p.note
 	p.note, p.msg, p.msgErr = "", "", false
 	p.status.Running = true
@@ -160,9 +176,21 @@ func (m *Model) drillNext() tea.Cmd {
 	run := func() tea.Msg {
 		cctx, cancel := context.WithTimeout(ctx, drillStepTimeout)
 		defer cancel()
+		if confirm {
+			return drillDoneMsg{err: drv.Confirm(cctx, note)}
+		}
 		return drillDoneMsg{err: drv.Next(cctx, note)}
 	}
 	return tea.Batch(run, drillTick())
+}
+
+// drillHelp is the drill panel's keys, for the help overlay while the
+// panel is shown.
+func (m *Model) drillHelp() []keymap.Entry {
+	if m.drill == nil {
+		return nil
+	}
+	return m.km.ForScope(keymap.ScopeDrill)
 }
 
 func drillTick() tea.Cmd {
@@ -190,6 +218,8 @@ func (m *Model) onDrill(msg tea.Msg) tea.Cmd {
 			p.msg, p.msgErr = "step passed", false
 		case errors.Is(msg.err, drill.ErrBusy):
 			p.msg, p.msgErr = "a step is running: wait for it", false
+		case errors.Is(msg.err, drill.ErrNeedsConfirm):
+			p.msg, p.msgErr = "this step is yours: do what it says, then tick it", false
 		default:
 			p.msg, p.msgErr = msg.err.Error(), true
 		}

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kmirror/kmirror/engine/drill"
 )
@@ -40,6 +42,29 @@ func (f *fakeDrill) Status() drill.Status {
 	return st
 }
 
+// instruct makes step id the operator's: it runs only once confirmed.
+func (f *fakeDrill) instruct(id drill.StepID, text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st.Steps[id].Instruction = text
+}
+
+func (f *fakeDrill) Confirm(ctx context.Context, note string) error {
+	f.mu.Lock()
+	if f.st.Done() {
+		f.mu.Unlock()
+		return drill.ErrDone
+	}
+	r := &f.st.Steps[f.st.Current]
+	if r.Instruction == "" {
+		f.mu.Unlock()
+		return drill.ErrNothingToConfirm
+	}
+	r.Confirmed = time.Unix(1, 0)
+	f.mu.Unlock()
+	return f.Next(ctx, note)
+}
+
 func (f *fakeDrill) Next(_ context.Context, note string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -47,6 +72,9 @@ func (f *fakeDrill) Next(_ context.Context, note string) error {
 		return drill.ErrDone
 	}
 	r := &f.st.Steps[f.st.Current]
+	if r.NeedsConfirm() {
+		return drill.ErrNeedsConfirm
+	}
 	f.notes[r.ID] = note
 	if f.failOnce[r.ID] {
 		delete(f.failOnce, r.ID)
@@ -141,5 +169,45 @@ func TestDrillPanelLayout(t *testing.T) {
 	none := ComputeLayout(120, 40, LayoutState{})
 	if none.Drill != (Rect{}) || none.Body.W != 120 {
 		t.Fatalf("no drill: body %+v drill %+v", none.Body, none.Drill)
+	}
+}
+
+// TestFlowDrillInstructionIsTickedNotRun checks a step that is the
+// operator's: n does not run it, x ticks its checkbox and runs it.
+func TestFlowDrillInstructionIsTickedNotRun(t *testing.T) {
+	fd := newFakeDrill()
+	fd.instruct(drill.StepPreflight, "Stop the brokers of A.")
+	fl := startDrillFlow(t, 120, 40, fd)
+	at := fl.wait("the instruction unticked", contains("[ ] Stop the brokers of A.", "x done: tick step 1"))
+	fl.keys("n")
+	at = fl.waitAfter(at, "n refused", contains("this step is yours", "tick it with x"))
+	if st := fd.Status(); st.Current != 0 || st.Steps[0].State != drill.Pending {
+		t.Fatalf("n ran the operator's step: %+v", st.Steps[0])
+	}
+	fl.keys("x")
+	fl.waitAfter(at, "the step ticked and run", contains("DR DRILL  step 2/8", "✓ 1 Preflight", "did preflight"))
+	if st := fd.Status(); st.Steps[0].Confirmed.IsZero() {
+		t.Fatal("x did not confirm the step")
+	}
+}
+
+// TestHelpListsDrillKeysWithThePanel checks "?" lists the drill's keys, from
+// the key table, on every screen while the panel is shown, and not without.
+func TestHelpListsDrillKeysWithThePanel(t *testing.T) {
+	drillKeys := []string{"DR drill", "n          run the next step", "x          tick: I did it", "i          note for the report"}
+	for _, keys := range [][]string{{"?"}, {"tab", "?"}, {"shift+tab", "?"}} {
+		m, _ := fixture(t, 120, 40, Options{Drill: newFakeDrill()})
+		press(t, m, keys...)
+		out := ansi.Strip(screen(t, m, colorprofile.NoTTY))
+		for _, want := range drillKeys {
+			if !strings.Contains(out, want) {
+				t.Errorf("help after %v lacks %q:\n%s", keys, want, out)
+			}
+		}
+	}
+	m, _ := fixture(t, 120, 40, Options{})
+	press(t, m, "?")
+	if out := ansi.Strip(screen(t, m, colorprofile.NoTTY)); strings.Contains(out, "DR drill") || strings.Contains(out, "tick: I did it") {
+		t.Errorf("help lists drill keys without a drill:\n%s", out)
 	}
 }

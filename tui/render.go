@@ -77,7 +77,7 @@ func (m *Model) overlay() (LayoutState, func(w, h int) string) {
 	case m.help:
 		w := min(helpMaxWidth, m.width-4)
 		render := func(iw, _ int) string {
-			return views.RenderHelp(m.skin, m.active().Help(), views.HelpInfo{
+			return views.RenderHelp(m.skin, append(m.active().Help(), m.drillHelp()...), views.HelpInfo{
 				Screen: m.screen.String(), ReadOnly: m.km.ReadOnly(), LogPath: m.opts.LogPath, Theme: m.themeName(),
 			}, iw)
 		}

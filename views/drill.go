@@ -13,14 +13,15 @@ import (
 // status: the operator's note being typed or kept for the next step, and
 // the last message.
 type DrillPanel struct {
-	Status  drill.Status
-	Note    string // kept for the next step
-	Editing bool   // the note prompt is open
-	Prompt  *Prompt
-	Message string
-	MsgErr  bool
-	NextKey string // the key that runs the next step
-	NoteKey string // the key that opens the note prompt
+	Status     drill.Status
+	Note       string // kept for the next step
+	Editing    bool   // the note prompt is open
+	Prompt     *Prompt
+	Message    string
+	MsgErr     bool
+	NextKey    string // the key that runs the next step
+	ConfirmKey string // the key that ticks the step's instruction as done
+	NoteKey    string // the key that opens the note prompt
 }
 
 // drillMarker is the step's mark; the word beside a failed step keeps the
@@ -75,9 +76,24 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	// previous step found, so a result stays on screen until the next step.
 	focus := min(st.Current, len(st.Steps)-1)
 	if !st.Done() {
-		id := drill.Steps[focus]
-		out = append(out, wrapStyled(s.Text.Render, id.Explain(), inner)...)
-		out = append(out, wrapStyled(s.Label.Render, "look at: "+id.LookAt(), inner)...)
+		rec := st.Steps[focus]
+		explain, lookAt := rec.Explain, rec.LookAt
+		if explain == "" {
+			explain = rec.ID.Explain()
+		}
+		if lookAt == "" {
+			lookAt = rec.ID.LookAt()
+		}
+		out = append(out, wrapStyled(s.Text.Render, explain, inner)...)
+		if rec.Instruction != "" {
+			// The checkbox is text, so it reads without colour too.
+			box, style := "[ ] ", s.Warn.Render
+			if !rec.Confirmed.IsZero() {
+				box, style = "[x] ", s.OK.Render
+			}
+			out = append(out, wrapStyled(style, box+rec.Instruction, inner)...)
+		}
+		out = append(out, wrapStyled(s.Label.Render, "look at: "+lookAt, inner)...)
 	} else if st.ReportPath != "" {
 		out = append(out, wrapStyled(s.OK.Render, "report: "+st.ReportPath+".md and .json", inner)...)
 	}
@@ -87,6 +103,9 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 		keys = s.Warn.Render("running " + drill.Steps[focus].Title() + "…")
 	case st.Done():
 		keys = s.Subtle.Render("every step has run")
+	case st.Steps[focus].NeedsConfirm():
+		keys = s.HelpKey.Render(p.ConfirmKey) + " " + s.Text.Render(fmt.Sprintf("done: tick step %d", focus+1)) +
+			"  " + s.HelpKey.Render(p.NoteKey) + " " + s.Text.Render("note")
 	default:
 		verb := "run"
 		if st.Steps[focus].State == drill.Failed {

@@ -16,10 +16,11 @@ type HelpInfo struct {
 	Theme    string
 }
 
-// RenderHelp lists entries (the current screen's keys, from the key table)
-// in two columns: actions, views and general keys on the left, navigation
-// on the right. Dangerous keys are marked with "!" as text, not only colour.
-// The result is at most width cells wide; the caller draws the box.
+// RenderHelp lists entries (the current screen's keys, from the key table,
+// and the drill panel's while it is shown) in two columns: actions, views
+// and general keys on the left, navigation and the drill on the right.
+// Dangerous keys are marked with "!" as text, not only colour. The result
+// is at most width cells wide; the caller draws the box.
 func RenderHelp(skin *Skin, entries []keymap.Entry, info HelpInfo, width int) string {
 	s := skin
 	byGroup := map[keymap.Group][]keymap.Entry{}
@@ -60,7 +61,12 @@ func RenderHelp(skin *Skin, entries []keymap.Entry, info HelpInfo, width int) st
 			left = append(left, sec...)
 		}
 	}
+	// The drill panel's keys go under navigation, where the right column
+	// has room even at 80×24.
 	nav := section(keymap.GroupNavigation, colW)
+	if dr := section(keymap.GroupDrill, colW); dr != nil {
+		nav = append(append(nav, ""), dr...)
+	}
 	if twoCols {
 		right = nav
 	} else {

@@ -14,21 +14,24 @@ import (
 // switchClients moves the producers and the consumer group to B. The
 // group's offsets on B are read first: they are where it resumes (or, when
 // none were synced, it starts from the earliest offset).
-func (d *Drill) switchClients(ctx context.Context, r *stepRun) error {
+func (t *sandboxTarget) switchClients(ctx context.Context, r *stepRun) error {
+	d, sb := r.d, t.sb
 	if d.m.outageAt.IsZero() {
 		return errNoMeasure
 	}
-	sb := d.cfg.Sandbox
-	d.m.groupA = sb.Consumer().Committed(sandbox.SideA)
-	g, err := groupOffsets(ctx, sb.Bootstrap(sandbox.SideB))
+	t.groupA = sb.Consumer().Committed(sandbox.SideA)
+	g, err := groupOffsets(ctx, t.destination(), sandbox.GroupID)
 	if err != nil {
 		return err
 	}
-	d.m.groupB = g
-	for _, p := range slices.Sorted(maps.Keys(unionKeys(d.m.groupA, d.m.groupB))) {
-		r.line("group %s %s/%d: last commit on A %s, on B %s", sandbox.GroupID, sandbox.ProcessedTopic, p, offStr(d.m.groupA, p), offStr(d.m.groupB, p))
+	t.groupB = g[sandbox.ProcessedTopic]
+	if t.groupB == nil {
+		t.groupB = map[int32]int64{}
 	}
-	if len(d.m.groupB) == 0 {
+	for _, p := range slices.Sorted(maps.Keys(unionKeys(t.groupA, t.groupB))) {
+		r.line("group %s %s/%d: last commit on A %s, on B %s", sandbox.GroupID, sandbox.ProcessedTopic, p, offStr(t.groupA, p), offStr(t.groupB, p))
+	}
+	if len(t.groupB) == 0 {
 		r.line("no offsets for %s on B: it starts from the earliest offset", sandbox.GroupID)
 	}
 	if err := sb.MoveClients(sandbox.SideB); err != nil {
@@ -48,18 +51,6 @@ func (d *Drill) switchClients(ctx context.Context, r *stepRun) error {
 	r.line("first record consumed from B +%s after the outage", d.m.firstConsumeB.Sub(d.m.outageAt).Round(time.Millisecond))
 	r.line("RTO %s", d.rto().Round(time.Millisecond))
 	return nil
-}
-
-// rto is the outage to the first successful produce and consume on B.
-func (d *Drill) rto() time.Duration {
-	if d.m.firstProduceB.IsZero() || d.m.firstConsumeB.IsZero() {
-		return 0
-	}
-	last := d.m.firstProduceB
-	if d.m.firstConsumeB.After(last) {
-		last = d.m.firstConsumeB
-	}
-	return last.Sub(d.m.outageAt)
 }
 
 func unionKeys(a, b map[int32]int64) map[int32]bool {
@@ -83,14 +74,14 @@ func offStr(m map[int32]int64, p int32) string {
 // verify freezes the producers, then counts exactly: writes A acknowledged
 // that B lacks (the RPO), and, once the group has caught up on B, records
 // it processed twice and records it never processed.
-func (d *Drill) verify(ctx context.Context, r *stepRun) error {
+func (t *sandboxTarget) verify(ctx context.Context, r *stepRun) error {
+	d, sb := r.d, t.sb
 	if d.m.t0Ends == nil || d.m.outageAt.IsZero() {
 		return errNoMeasure
 	}
-	sb := d.cfg.Sandbox
 	sb.StopProducers()
 	r.line("producers stopped so the counts below are final")
-	ends, err := endOffsets(ctx, sb.Bootstrap(sandbox.SideB), sandbox.TopicNames())
+	ends, err := endOffsets(ctx, t.destination(), sandbox.TopicNames())
 	if err != nil {
 		return err
 	}
@@ -99,37 +90,37 @@ func (d *Drill) verify(ctx context.Context, r *stepRun) error {
 	// seen to filter differently from one that begins before it, and the
 	// count must not depend on where reading starts.
 	from := offsets{}
-	for t, ps := range d.m.t0Ends {
-		from[t] = map[int32]int64{}
+	for tp, ps := range d.m.t0Ends {
+		from[tp] = map[int32]int64{}
 		for p, o := range ps {
-			from[t][p] = o
-			if sandbox.IsTransactional(t) {
-				from[t][p] = 0
+			from[tp][p] = o
+			if sandbox.IsTransactional(tp) {
+				from[tp][p] = 0
 			}
 		}
 	}
 	readStart := d.cfg.Now()
-	onB, err := committedIDs(ctx, sb.Bootstrap(sandbox.SideB), from, ends, d.cfg.StepTimeout)
+	onB, err := committedIDs(ctx, t.destination(), from, ends, d.cfg.StepTimeout)
 	if err != nil {
 		return fmt.Errorf("read B since T0: %w", err)
 	}
 	r.line("read B to its log end in %s", d.cfg.Now().Sub(readStart).Round(time.Millisecond))
 	acksA := sb.Ledger().Acks(func(a *sandbox.Ack) bool { return a.Side == sandbox.SideA })
 	acksB := sb.Ledger().Acks(func(a *sandbox.Ack) bool { return a.Side == sandbox.SideB })
-	d.m.ackedA, d.m.ackedB = int64(len(acksA)), int64(len(acksB))
-	d.m.lost = lostAcks(acksA, d.m.t0Ends, onB, d.m.lme)
+	t.ackedA, t.ackedB = int64(len(acksA)), int64(len(acksB))
+	t.lost = lostAcks(acksA, d.m.t0Ends, onB, d.m.lme)
 	byTopic := map[string]int{}
-	for _, a := range d.m.lost {
+	for _, a := range t.lost {
 		byTopic[a.Topic]++
 	}
 	var per []string
-	for _, t := range sandbox.TopicNames() {
-		if byTopic[t] > 0 {
-			per = append(per, fmt.Sprintf("%s %d", t, byTopic[t]))
+	for _, tp := range sandbox.TopicNames() {
+		if byTopic[tp] > 0 {
+			per = append(per, fmt.Sprintf("%s %d", tp, byTopic[tp]))
 		}
 	}
-	r.line("lost: %d of %d records A acknowledged are not on B (%s)", len(d.m.lost), len(acksA), strings.Join(per, ", "))
-	r.line("RPO %d records, %s", len(d.m.lost), d.rpoTime().Round(time.Millisecond))
+	r.line("lost: %d of %d records A acknowledged are not on B (%s)", len(t.lost), len(acksA), strings.Join(per, ", "))
+	r.line("RPO %d records, %s", len(t.lost), t.rpoTime(d.m.outageAt).Round(time.Millisecond))
 
 	writable := map[string]bool{}
 	for _, a := range acksB {
@@ -144,7 +135,7 @@ func (d *Drill) verify(ctx context.Context, r *stepRun) error {
 	// The group must see every orders record B holds: A's that survived and
 	// B's own. Whatever it has not processed once caught up is a gap.
 	lostIDs := map[string]bool{}
-	for _, a := range d.m.lost {
+	for _, a := range t.lost {
 		lostIDs[a.ID] = true
 	}
 	var want []string
@@ -173,42 +164,42 @@ func (d *Drill) verify(ctx context.Context, r *stepRun) error {
 	caughtUp := waitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool { return missing() == 0 })
 	r.line("group caught up on B in %s", d.cfg.Now().Sub(waitStart).Round(time.Millisecond))
 	sb.StopClients()
-	d.m.gaps = int64(missing())
+	t.duplicates, t.gaps = 0, int64(missing())
 	var processedLost int64
 	for id, n := range seen {
-		d.m.duplicates += int64(n - 1)
+		t.duplicates += int64(n - 1)
 		if lostIDs[id] {
 			processedLost++
 		}
 	}
-	d.m.verified = true
-	r.line("group %s: %d records processed twice, %d never processed (of %d expected)", sandbox.GroupID, d.m.duplicates, d.m.gaps, len(want))
+	t.verified = true
+	r.line("group %s: %d records processed twice, %d never processed (of %d expected)", sandbox.GroupID, t.duplicates, t.gaps, len(want))
 	if !caughtUp {
-		d.m.anomaly("the group did not catch up on B within %s: %d records never processed", d.cfg.StepTimeout, d.m.gaps)
+		d.m.anomaly("the group did not catch up on B within %s: %d records never processed", d.cfg.StepTimeout, t.gaps)
 	}
-	if d.m.duplicates > 0 {
-		d.m.anomaly("%d records processed twice after the switch (the group resumed before its last processed record on A)", d.m.duplicates)
+	if t.duplicates > 0 {
+		d.m.anomaly("%d records processed twice after the switch (the group resumed before its last processed record on A)", t.duplicates)
 	}
 	if processedLost > 0 {
 		d.m.anomaly("%d records the group processed on A are lost on B: downstream effects of them exist, the records do not", processedLost)
 	}
-	if len(d.m.lost) > 0 {
-		d.m.anomaly("%d acknowledged records lost in the failover (RPO %s)", len(d.m.lost), d.rpoTime().Round(time.Millisecond))
+	if len(t.lost) > 0 {
+		d.m.anomaly("%d acknowledged records lost in the failover (RPO %s)", len(t.lost), t.rpoTime(d.m.outageAt).Round(time.Millisecond))
 	}
 	return nil
 }
 
 // rpoTime is how far back in time the loss reaches: from the oldest lost
 // acknowledgement to the outage.
-func (d *Drill) rpoTime() time.Duration {
-	if len(d.m.lost) == 0 {
+func (t *sandboxTarget) rpoTime(outage time.Time) time.Duration {
+	if len(t.lost) == 0 {
 		return 0
 	}
-	oldest := d.m.lost[0].At
-	for _, a := range d.m.lost {
+	oldest := t.lost[0].At
+	for _, a := range t.lost {
 		if a.At.Before(oldest) {
 			oldest = a.At
 		}
 	}
-	return max(0, d.m.outageAt.Sub(oldest))
+	return max(0, outage.Sub(oldest))
 }

@@ -1,8 +1,11 @@
-// Package drill runs kmirror's guided disaster-recovery drill against the
-// demo's clusters: preflight, a T0 snapshot, an outage of the source, the
-// failover, moving the clients, verifying what was lost and duplicated, a
-// failback rehearsal and a report. It is headless: the console shows its
-// Status and calls Next; kmirror demo --drill-script calls Run.
+// Package drill runs kmirror's guided disaster-recovery drill: preflight, a
+// T0 snapshot, an outage of the source, the failover, moving the clients,
+// verifying what was lost and duplicated, a failback rehearsal and a
+// report. It runs against the demo's sandbox, which simulates the outage
+// and the clients, or against real clusters, where those steps are the
+// operator's and are confirmed (see Target). It is headless: the console
+// shows its Status and calls Next and Confirm; kmirror demo --drill-script
+// calls Run.
 package drill
 
 import (
@@ -11,18 +14,17 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
-
-	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/sandbox"
 )
 
 // Config configures a drill.
 type Config struct {
-	Sandbox *sandbox.Sandbox
+	// Target is what the drill acts on: SandboxTarget or RealTarget.
+	Target Target
 	// Engine is the instance on B that runs the forward mirror.
-	Engine *engine.Engine
+	Engine Mirror
 	// Mirror is the forward mirror's name (a-to-b).
 	Mirror string
 	// Reverse is the failback mirror's name (b-to-a).
@@ -41,7 +43,7 @@ func (c *Config) defaults() {
 		c.Mirror = "a-to-b"
 	}
 	if c.Reverse == "" {
-		c.Reverse = "b-to-a"
+		c.Reverse = reverseName(c.Mirror)
 	}
 	if c.LagThreshold <= 0 {
 		c.LagThreshold = 20_000
@@ -57,19 +59,37 @@ func (c *Config) defaults() {
 	}
 }
 
+// reverseName names the failback mirror: a-to-b fails back as b-to-a.
+func reverseName(mirror string) string {
+	if a, b, ok := strings.Cut(mirror, "-to-"); ok && a != "" && b != "" && !strings.Contains(b, "-to-") {
+		return b + "-to-" + a
+	}
+	return mirror + "-failback"
+}
+
 // StepRecord is one step's place in the timeline.
 type StepRecord struct {
-	ID      StepID    `json:"-"`
-	Step    string    `json:"step"`
-	Title   string    `json:"title"`
-	State   State     `json:"-"`
-	Result  string    `json:"result"`
-	Started time.Time `json:"started,omitzero"`
-	Ended   time.Time `json:"ended,omitzero"`
-	Lines   []string  `json:"lines"`
-	Error   string    `json:"error,omitempty"`
-	Note    string    `json:"note,omitempty"`
+	ID    StepID `json:"-"`
+	Step  string `json:"step"`
+	Title string `json:"title"`
+	// Instruction is what the operator does in this step on real clusters;
+	// Confirmed is when they ticked it done.
+	Instruction string    `json:"instruction,omitempty"`
+	Confirmed   time.Time `json:"confirmed,omitzero"`
+	Explain     string    `json:"-"` // why the step exists, for the panel
+	LookAt      string    `json:"-"` // where its effect shows on the console
+	State       State     `json:"-"`
+	Result      string    `json:"result"`
+	Started     time.Time `json:"started,omitzero"`
+	Ended       time.Time `json:"ended,omitzero"`
+	Lines       []string  `json:"lines"`
+	Error       string    `json:"error,omitempty"`
+	Note        string    `json:"note,omitempty"`
 }
+
+// NeedsConfirm reports whether the step waits for the operator to confirm
+// its instruction.
+func (s StepRecord) NeedsConfirm() bool { return s.Instruction != "" && s.Confirmed.IsZero() }
 
 // Status is a copy of the drill's progress for the console.
 type Status struct {
@@ -100,12 +120,15 @@ type Drill struct {
 // New returns a drill at its first step.
 func New(cfg Config) (*Drill, error) {
 	cfg.defaults()
-	if cfg.Sandbox == nil || cfg.Engine == nil {
-		return nil, errors.New("drill: a sandbox and an engine are required")
+	if cfg.Target == nil || cfg.Engine == nil {
+		return nil, errors.New("drill: a target and an engine are required")
 	}
 	d := &Drill{cfg: cfg}
 	for _, id := range Steps {
-		d.steps = append(d.steps, StepRecord{ID: id, Step: id.String(), Title: id.Title(), State: Pending, Result: Pending.String()})
+		explain, lookAt := cfg.Target.describe(id)
+		d.steps = append(d.steps, StepRecord{ID: id, Step: id.String(), Title: id.Title(),
+			Instruction: cfg.Target.Instruction(id), Explain: explain, LookAt: lookAt,
+			State: Pending, Result: Pending.String()})
 	}
 	return d, nil
 }
@@ -148,9 +171,29 @@ var ErrDone = errors.New("drill: every step has run")
 // ErrBusy is returned by Next while a step runs.
 var ErrBusy = errors.New("drill: a step is running")
 
+// ErrNeedsConfirm is returned by Next when the current step is the
+// operator's: they do what its instruction says and Confirm it.
+var ErrNeedsConfirm = errors.New("drill: this step is yours: do what it says, then confirm it")
+
+// ErrNothingToConfirm is returned by Confirm when the current step has no
+// instruction: Next runs it.
+var ErrNothingToConfirm = errors.New("drill: this step has no instruction to confirm")
+
 // Next runs the current step with the operator's note. A step that passes
-// moves the drill on; a failed one stays current so it can run again.
+// moves the drill on; a failed one stays current so it can run again. A
+// step with an instruction runs only once it is confirmed.
 func (d *Drill) Next(ctx context.Context, note string) error {
+	return d.next(ctx, note, false)
+}
+
+// Confirm records that the operator did what the current step's instruction
+// says, now, and runs the step. Confirming a failed step again moves its
+// confirmation time.
+func (d *Drill) Confirm(ctx context.Context, note string) error {
+	return d.next(ctx, note, true)
+}
+
+func (d *Drill) next(ctx context.Context, note string, confirm bool) error {
 	d.mu.Lock()
 	if d.running {
 		d.mu.Unlock()
@@ -159,6 +202,16 @@ func (d *Drill) Next(ctx context.Context, note string) error {
 	if d.current >= len(d.steps) {
 		d.mu.Unlock()
 		return ErrDone
+	}
+	switch cur := &d.steps[d.current]; {
+	case confirm && cur.Instruction == "":
+		d.mu.Unlock()
+		return ErrNothingToConfirm
+	case confirm:
+		cur.Confirmed = d.cfg.Now()
+	case cur.NeedsConfirm():
+		d.mu.Unlock()
+		return ErrNeedsConfirm
 	}
 	i := d.current
 	d.running = true
@@ -200,11 +253,11 @@ func (d *Drill) run(ctx context.Context, id StepID, r *stepRun) error {
 	case StepFailover:
 		return d.failover(ctx, r)
 	case StepSwitch:
-		return d.switchClients(ctx, r)
+		return d.cfg.Target.switchClients(ctx, r)
 	case StepVerify:
-		return d.verify(ctx, r)
+		return d.cfg.Target.verify(ctx, r)
 	case StepFailback:
-		return d.failback(ctx, r)
+		return d.cfg.Target.failback(ctx, r)
 	case StepReport:
 		return d.report(r)
 	}
@@ -213,7 +266,8 @@ func (d *Drill) run(ctx context.Context, id StepID, r *stepRun) error {
 
 // Run runs every step unattended and prints the step log to w. When a step
 // fails the report is still written (it says which step failed) and the
-// error is returned.
+// error is returned. A step that needs the operator fails with
+// ErrNeedsConfirm: only the sandbox runs unattended.
 func (d *Drill) Run(ctx context.Context, w io.Writer) error {
 	for {
 		st := d.Status()
@@ -221,7 +275,7 @@ func (d *Drill) Run(ctx context.Context, w io.Writer) error {
 			return nil
 		}
 		id := Steps[st.Current]
-		fmt.Fprintf(w, "== %d/%d %s: %s\n", st.Current+1, len(Steps), id.Title(), id.Explain())
+		fmt.Fprintf(w, "== %d/%d %s: %s\n", st.Current+1, len(Steps), id.Title(), st.Steps[st.Current].Explain)
 		err := d.Next(ctx, "")
 		after := d.Status()
 		for _, l := range after.Steps[st.Current].Lines {
@@ -252,6 +306,14 @@ func (r *stepRun) line(format string, args ...any) {
 	r.d.mu.Lock()
 	defer r.d.mu.Unlock()
 	r.d.steps[r.i].Lines = append(r.d.steps[r.i].Lines, fmt.Sprintf(format, args...))
+}
+
+// confirmed is when the operator confirmed the running step (zero when it
+// has no instruction).
+func (r *stepRun) confirmed() time.Time {
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	return r.d.steps[r.i].Confirmed
 }
 
 // waitFor polls cond every interval until it holds, ctx ends or timeout.

@@ -1,12 +1,16 @@
 package drill
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/sandbox"
 )
 
@@ -54,7 +58,7 @@ func TestLostAcksCountsOnlyWritesBLacks(t *testing.T) {
 func TestReportJSONRoundTripsAndMarkdownNamesEveryStep(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	rep := Report{Version: ReportVersion, Mirror: "a-to-b", Started: at, Finished: at.Add(time.Minute), Complete: true,
-		RPO: RPO{Records: 3, Seconds: 0.25, ByTopic: map[string]int64{"orders": 3}}, RTO: RTO{Seconds: 1.5, OutageAt: at},
+		RPO: RPO{Method: RPOAcks, Known: true, Records: 3, Seconds: 0.25, ByTopic: map[string]int64{"orders": 3}}, RTO: RTO{Seconds: 1.5, OutageAt: at},
 		Anomalies: []string{"3 acknowledged records lost"}, Notes: []string{"outage: at peak"}}
 	for _, id := range Steps {
 		rep.Timeline = append(rep.Timeline, StepRecord{ID: id, Step: id.String(), Title: id.Title(), Result: "passed", Started: at, Ended: at, Lines: []string{"ok"}})
@@ -80,5 +84,98 @@ func TestReportJSONRoundTripsAndMarkdownNamesEveryStep(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}
+	}
+	rep.RPO = RPO{Method: RPOOffsets, Unknown: "source unreachable"}
+	rep.Timeline[StepOutage].Instruction, rep.Timeline[StepOutage].Confirmed = "Stop A.", at
+	rep.Groups = []GroupPosition{{Group: "billing", Topic: "orders", Partition: 1, Source: 40, Synced: 35, OnB: -1, Reprocessed: 5}}
+	md = Markdown(rep)
+	for _, want := range []string{"| RPO (records) | unknown: source unreachable |", "- [x] Stop A. (confirmed 03:04:05.000)",
+		"| billing | orders/1 | 40 | 35 | none | 5 |", "| read again after the switch | 5 records"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestRPOFromRowsIsKnownOnlyWhenTheSourceAnswers(t *testing.T) {
+	at := time.Unix(100, 0)
+	rows := []engine.DescribeRow{
+		{Topic: "orders", Partition: 0, SourceOffset: 50, LastMirrorOffset: 49},   // caught up
+		{Topic: "orders", Partition: 1, SourceOffset: 50, LastMirrorOffset: 39},   // 10 behind
+		{Topic: "payments", Partition: 0, SourceOffset: 7, LastMirrorOffset: -1},  // nothing mirrored yet
+		{Topic: "payments", Partition: 1, SourceOffset: 20, LastMirrorOffset: 25}, // source truncated below the LME
+	}
+	rpo := rpoFromRows(rows, at)
+	if !rpo.Known || rpo.Records != 17 || rpo.ByTopic["orders"] != 10 || rpo.ByTopic["payments"] != 7 || !rpo.MeasuredAt.Equal(at) {
+		t.Fatalf("answered: %+v", rpo)
+	}
+	rows[1].SourceOffset = -1
+	if rpo := rpoFromRows(rows, at); rpo.Known || rpo.Records != 0 || !strings.Contains(rpo.Unknown, "1 of 4 partitions") {
+		t.Fatalf("one partition unanswered: %+v", rpo)
+	}
+	for i := range rows {
+		rows[i].SourceOffset = -1
+	}
+	if rpo := rpoFromRows(rows, at); rpo.Known || rpo.Unknown != "source unreachable" || rpoLine(rpo) != "unknown, source unreachable" {
+		t.Fatalf("source down: %+v", rpo)
+	}
+}
+
+func TestReverseName(t *testing.T) {
+	for in, want := range map[string]string{"a-to-b": "b-to-a", "prod-to-dr": "dr-to-prod", "mirror1": "mirror1-failback", "a-to-b-to-c": "a-to-b-to-c-failback"} {
+		if got := reverseName(in); got != want {
+			t.Errorf("reverseName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// fakeEngine is a mirror whose partitions are all MIRRORING.
+type fakeEngine struct{}
+
+func (fakeEngine) Snapshot() engine.Snapshot {
+	return engine.Snapshot{Mirrors: []engine.MirrorSnapshot{{Name: "a-to-b", Partitions: []engine.PartitionSnapshot{
+		{Mirror: "a-to-b", Topic: "orders", State: partition.Mirroring},
+	}}}}
+}
+
+func (fakeEngine) Control(context.Context, engine.Command) error { return nil }
+
+// manualTarget makes the preflight the operator's and measures nothing.
+type manualTarget struct {
+	sandboxTarget
+	ran int
+}
+
+func (m *manualTarget) Instruction(id StepID) string {
+	if id == StepPreflight {
+		return "Check the runbook."
+	}
+	return ""
+}
+func (m *manualTarget) wantTopics() []string                      { return nil }
+func (m *manualTarget) preflight(context.Context, *stepRun) error { m.ran++; return nil }
+
+func TestNextWaitsForTheOperatorsConfirmation(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tgt := &manualTarget{}
+	d, err := New(Config{Target: tgt, Engine: fakeEngine{}, StepTimeout: time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Status(); !st.Steps[0].NeedsConfirm() || st.Steps[0].Instruction != "Check the runbook." || st.Steps[1].NeedsConfirm() {
+		t.Fatalf("steps %+v", st.Steps[:2])
+	}
+	if err := d.Next(t.Context(), ""); !errors.Is(err, ErrNeedsConfirm) || tgt.ran != 0 {
+		t.Fatalf("Next on an unconfirmed step: %v (ran %d)", err, tgt.ran)
+	}
+	if err := d.Confirm(t.Context(), "done by hand"); err != nil || tgt.ran != 1 {
+		t.Fatalf("Confirm: %v (ran %d)", err, tgt.ran)
+	}
+	st := d.Status()
+	if st.Current != 1 || !st.Steps[0].Confirmed.Equal(now) || st.Steps[0].Note != "done by hand" || st.Steps[0].State != Passed {
+		t.Fatalf("after Confirm: %+v", st.Steps[0])
+	}
+	if err := d.Confirm(t.Context(), ""); !errors.Is(err, ErrNothingToConfirm) {
+		t.Fatalf("Confirm on a step without instruction: %v", err)
 	}
 }

@@ -32,8 +32,8 @@ type FailbackPartition struct {
 // where A holds writes beyond it (the ones the failover lost) the engine
 // must fail the partition as diverged. The rehearsal waits for the first
 // kind to catch up and the second to fail.
-func (d *Drill) failback(ctx context.Context, r *stepRun) error {
-	sb := d.cfg.Sandbox
+func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
+	d, sb := r.d, t.sb
 	if err := sb.RestartA(); err != nil {
 		return err
 	}
@@ -41,17 +41,17 @@ func (d *Drill) failback(ctx context.Context, r *stepRun) error {
 	var aEnds offsets
 	if !waitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, func() bool {
 		var err error
-		aEnds, err = endOffsets(ctx, sb.Bootstrap(sandbox.SideA), topics)
+		aEnds, err = endOffsets(ctx, t.side(sandbox.SideA), topics)
 		return err == nil
 	}) {
 		return fmt.Errorf("cluster A did not answer within %s of its restart", d.cfg.StepTimeout)
 	}
 	r.line("cluster A is back with its data at %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","))
-	bEnds, err := endOffsets(ctx, sb.Bootstrap(sandbox.SideB), topics)
+	bEnds, err := endOffsets(ctx, t.destination(), topics)
 	if err != nil {
 		return err
 	}
-	lme, err := d.forwardLME(ctx)
+	lme, err := t.forwardLME(ctx, d.cfg.Mirror)
 	if err != nil {
 		return err
 	}
@@ -87,20 +87,10 @@ func (d *Drill) failback(ctx context.Context, r *stepRun) error {
 
 	plan := map[string]*FailbackPartition{}
 	var order []string
-	for _, t := range topics {
-		for p := int32(0); p < int32(len(bEnds[t])); p++ {
-			k := ptKey(t, p)
-			fp := &FailbackPartition{Topic: t, Partition: p, LME: -1, AEnd: aEnds[t][p], BEnd: bEnds[t][p]}
-			if l, ok := lme[k]; ok {
-				fp.LME = l
-			}
-			next := fp.LME + 1
-			switch {
-			case fp.AEnd > next:
-				fp.Expect, fp.Beyond = "diverged", fp.AEnd-next
-			default:
-				fp.Expect, fp.Delta = "delta", fp.BEnd-fp.AEnd
-			}
+	for _, tp := range topics {
+		for p := int32(0); p < int32(len(bEnds[tp])); p++ {
+			k := ptKey(tp, p)
+			fp := planPartition(tp, p, lme, aEnds[tp][p], bEnds[tp][p])
 			plan[k] = fp
 			order = append(order, k)
 			r.line("%-12s LME %d, A ends %d, B ends %d: %s", k, fp.LME, fp.AEnd, fp.BEnd, expectText(fp))
@@ -125,7 +115,7 @@ func (d *Drill) failback(ctx context.Context, r *stepRun) error {
 			case "diverged":
 				ok = ok && fp.State == partition.Failed.String()
 			default:
-				ok = ok && fp.State == partition.Mirroring.String() && d.aEnd(ctx, fp) >= fp.BEnd
+				ok = ok && fp.State == partition.Mirroring.String() && t.aEnd(ctx, fp) >= fp.BEnd
 			}
 		}
 		return ok
@@ -154,8 +144,8 @@ func (d *Drill) failback(ctx context.Context, r *stepRun) error {
 
 // aEnd reads A's current log end of one partition (-1 when unknown). It
 // is only called while waiting, on partitions the engine says MIRRORING.
-func (d *Drill) aEnd(ctx context.Context, fp *FailbackPartition) int64 {
-	e, err := endOffsets(ctx, d.cfg.Sandbox.Bootstrap(sandbox.SideA), []string{fp.Topic})
+func (t *sandboxTarget) aEnd(ctx context.Context, fp *FailbackPartition) int64 {
+	e, err := endOffsets(ctx, t.side(sandbox.SideA), []string{fp.Topic})
 	if err != nil {
 		return -1
 	}
@@ -164,21 +154,40 @@ func (d *Drill) aEnd(ctx context.Context, fp *FailbackPartition) int64 {
 
 // forwardLME reads the forward mirror's last mirrored offsets from B's
 // __mirror_state; the stop recorded them there.
-func (d *Drill) forwardLME(ctx context.Context) (map[string]int64, error) {
-	adm, err := engine.NewAdmin(ctx, d.cfg.Sandbox.Bootstrap(sandbox.SideB), nil, 30*time.Second)
+func (t *sandboxTarget) forwardLME(ctx context.Context, mirror string) (map[string]int64, error) {
+	adm, err := engine.NewAdmin(ctx, t.sb.Bootstrap(sandbox.SideB), nil, 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("admin on B: %w", err)
 	}
 	defer adm.Close()
-	rows, err := adm.Describe(ctx, d.cfg.Mirror)
+	rows, err := adm.Describe(ctx, mirror)
 	if err != nil {
-		return nil, fmt.Errorf("describe %s: %w", d.cfg.Mirror, err)
+		return nil, fmt.Errorf("describe %s: %w", mirror, err)
 	}
 	out := map[string]int64{}
 	for _, row := range rows {
 		out[ptKey(row.Topic, row.Partition)] = row.LastMirrorOffset
 	}
 	return out, nil
+}
+
+// planPartition says what failback would do to one partition: where A's
+// log ends right after the forward mirror's LME only B's delta is copied;
+// where A holds offsets beyond it (writes the failover lost) the reverse
+// mirror fails the partition as diverged.
+func planPartition(topic string, p int32, lme map[string]int64, aEnd, bEnd int64) *FailbackPartition {
+	fp := &FailbackPartition{Topic: topic, Partition: p, LME: -1, AEnd: aEnd, BEnd: bEnd}
+	if l, ok := lme[ptKey(topic, p)]; ok {
+		fp.LME = l
+	}
+	next := fp.LME + 1
+	switch {
+	case fp.AEnd > next:
+		fp.Expect, fp.Beyond = "diverged", fp.AEnd-next
+	default:
+		fp.Expect, fp.Delta = "delta", fp.BEnd-fp.AEnd
+	}
+	return fp
 }
 
 func expectText(fp *FailbackPartition) string {

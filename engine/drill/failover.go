@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/sandbox"
 )
 
 // mirrorOf returns the forward mirror's partitions in snap.
@@ -44,12 +44,11 @@ func statesLine(c map[partition.State]int) string {
 
 // preflight checks that a failover now would be a fair test: every
 // partition MIRRORING, lag under the threshold, the source reachable. Open
-// transactions and the group's offsets on B are reported, not required:
-// the failover aborts the first, and the verify step measures the cost of
-// the second.
+// transactions and the groups' offset sync are reported, not required: the
+// failover aborts the first, and the verify step measures the cost of the
+// second.
 func (d *Drill) preflight(ctx context.Context, r *stepRun) error {
-	sb := d.cfg.Sandbox
-	want := len(sandbox.Topics)
+	want := d.cfg.Target.wantTopics()
 	var parts []engine.PartitionSnapshot
 	all := func() bool {
 		parts = d.mirrorOf(d.cfg.Engine.Snapshot())
@@ -60,13 +59,19 @@ func (d *Drill) preflight(ctx context.Context, r *stepRun) error {
 				return false
 			}
 		}
-		return len(topics) == want
+		for _, t := range want {
+			if !topics[t] {
+				return false
+			}
+		}
+		return len(parts) > 0
 	}
 	if !waitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, all) {
 		return fmt.Errorf("not every partition of %s is MIRRORING after %s (%s): wait for alignment, or recover FAILED partitions first",
-			d.cfg.Mirror, d.cfg.StepTimeout, statesLine(countStates(parts)))
+			d.cfg.Mirror, d.cfg.StepTimeout, orDash(statesLine(countStates(parts))))
 	}
-	r.line("%d partitions of %s MIRRORING", len(parts), d.cfg.Mirror)
+	d.m.topics = topicsOf(parts)
+	r.line("%d partitions of %s MIRRORING (%s)", len(parts), d.cfg.Mirror, strings.Join(d.m.topics, ", "))
 
 	var lag int64
 	var worst time.Duration
@@ -87,39 +92,37 @@ func (d *Drill) preflight(ctx context.Context, r *stepRun) error {
 	} else {
 		r.line("no open mirrored transaction")
 	}
-
-	if _, err := endOffsets(ctx, sb.Bootstrap(sandbox.SideA), []string{sandbox.ProcessedTopic}); err != nil {
-		return fmt.Errorf("source cluster A unreachable: %w", err)
+	snap := d.cfg.Engine.Snapshot()
+	d.noteGroups(snap)
+	for _, g := range d.groupsOf(snap) {
+		switch {
+		case g.SkipReason != "":
+			r.line("group %s not synced: %s", g.Group, g.SkipReason)
+		case g.LastSync.IsZero():
+			r.line("group %s not synced yet", g.Group)
+		default:
+			behind := 0
+			for _, p := range g.Partitions {
+				if p.Destination != p.Source {
+					behind++
+				}
+			}
+			r.line("group %s synced %s ago: %d partitions, %d behind A", g.Group, d.cfg.Now().Sub(g.LastSync).Round(time.Second), len(g.Partitions), behind)
+		}
 	}
-	r.line("source cluster A reachable at %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","))
-
-	// Without a commit on A there is no position to compare after the
-	// switch; the demo group commits within a second of starting.
-	if !waitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool { return len(sb.Consumer().Committed(sandbox.SideA)) > 0 }) {
-		return fmt.Errorf("group %s has committed nothing on A after %s: it is not processing", sandbox.GroupID, d.cfg.StepTimeout)
-	}
-	r.line("group %s is processing %s on A (commits for %d partitions)", sandbox.GroupID, sandbox.ProcessedTopic, len(sb.Consumer().Committed(sandbox.SideA)))
-
-	g, err := groupOffsets(ctx, sb.Bootstrap(sandbox.SideB))
-	if err != nil {
-		return err
-	}
-	d.m.t0Group = g
-	if len(g) == 0 {
-		r.line("group %s has no offsets on B: no group offset sync reached B, so after the switch it starts from the earliest offset (duplicates expected)", sandbox.GroupID)
-		d.m.anomaly("preflight: group %s had no committed offsets on B; it will reprocess from the earliest offset", sandbox.GroupID)
-	} else {
-		r.line("group %s has offsets on B for %d partitions of %s", sandbox.GroupID, len(g), sandbox.ProcessedTopic)
-	}
-	return nil
+	return d.cfg.Target.preflight(ctx, r)
 }
 
 // snapshot records T0: the engine's snapshot and B's log ends, saved next
 // to the report.
 func (d *Drill) snapshot(ctx context.Context, r *stepRun) error {
+	if len(d.m.topics) == 0 {
+		return errNoMeasure
+	}
 	d.m.t0 = d.cfg.Now()
 	d.m.t0Snap = d.cfg.Engine.Snapshot()
-	ends, err := endOffsets(ctx, d.cfg.Sandbox.Bootstrap(sandbox.SideB), sandbox.TopicNames())
+	d.noteGroups(d.m.t0Snap)
+	ends, err := endOffsets(ctx, d.cfg.Target.destination(), d.m.topics)
 	if err != nil {
 		return err
 	}
@@ -130,7 +133,6 @@ func (d *Drill) snapshot(ctx context.Context, r *stepRun) error {
 			total += o
 		}
 	}
-	acked, _ := d.cfg.Sandbox.Ledger().Count(sandbox.SideA)
 	path := d.cfg.ReportPath + "-t0.json"
 	b, err := json.MarshalIndent(map[string]any{"time": d.m.t0, "destinationEnds": ends, "engine": d.m.t0Snap}, "", "  ")
 	if err != nil {
@@ -139,31 +141,22 @@ func (d *Drill) snapshot(ctx context.Context, r *stepRun) error {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("save T0 snapshot: %w", err)
 	}
-	r.line("T0 %s: B holds %d offsets over %d topics; A acknowledged %d records so far", d.m.t0.Format(time.TimeOnly), total, len(ends), acked)
+	r.line("T0 %s: B holds %d offsets over %d topics", d.m.t0.Format(time.TimeOnly), total, len(ends))
+	d.cfg.Target.snapshot(r)
 	r.line("saved %s", path)
 	return nil
 }
 
-// outage takes A down. The producers keep writing to it (and failing);
-// what it acknowledged beyond B's log end is counted now by offset, and
-// exactly by record id in verify.
+// outage records the mirror's worst lag time as the source goes away (the
+// RPO in time, estimated, where no producer acknowledgements are known),
+// then lets the target take the source down or check the operator did.
 func (d *Drill) outage(ctx context.Context, r *stepRun) error {
-	sb := d.cfg.Sandbox
-	sb.TakeDownA()
-	d.m.outageAt = d.cfg.Now()
-	r.line("cluster A is down at %s; producers on A keep retrying", d.m.outageAt.Format("15:04:05.000"))
-	ends, err := endOffsets(ctx, sb.Bootstrap(sandbox.SideB), sandbox.TopicNames())
-	if err != nil {
-		return err
+	snap := d.cfg.Engine.Snapshot()
+	d.noteGroups(snap)
+	for _, p := range d.mirrorOf(snap) {
+		d.m.lagAtOutage = max(d.m.lagAtOutage, p.LagTime)
 	}
-	acks := sb.Ledger().Acks(func(a *sandbox.Ack) bool { return a.Side == sandbox.SideA })
-	for _, a := range acks {
-		if a.Offset >= ends[a.Topic][a.Partition] {
-			d.m.unmirroredAtOutage++
-		}
-	}
-	r.line("A acknowledged %d records in all; %d of them are beyond B's log end (acknowledged but not mirrored)", len(acks), d.m.unmirroredAtOutage)
-	return nil
+	return d.cfg.Target.outage(ctx, r)
 }
 
 // failover stops the forward mirror (unless the operator already did, with
@@ -171,7 +164,9 @@ func (d *Drill) outage(ctx context.Context, r *stepRun) error {
 // stop works without the source.
 func (d *Drill) failover(ctx context.Context, r *stepRun) error {
 	eng := d.cfg.Engine
-	before := countStates(d.mirrorOf(eng.Snapshot()))
+	snap := eng.Snapshot()
+	d.noteGroups(snap)
+	before := countStates(d.mirrorOf(snap))
 	d.m.stopSent = d.cfg.Now()
 	if before[partition.Stopping]+before[partition.Stopped] > 0 {
 		r.line("stop already under way (%s): not sending it again", statesLine(before))
@@ -208,8 +203,43 @@ func (d *Drill) failover(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("not every partition STOPPED after %s (%s)", d.cfg.StepTimeout, statesLine(countStates(parts)))
 	}
 	d.m.stopDone = d.cfg.Now()
+	d.noteGroups(eng.Snapshot())
 	r.line("all %d partitions STOPPED in %s; B's topics are writable", len(parts), d.m.stopDone.Sub(d.m.stopSent).Round(time.Millisecond))
+	return d.cfg.Target.afterFailover(ctx, r)
+}
+
+// noteGroups keeps the newest status of every group the forward mirror
+// synced, as far as snap shows one.
+func (d *Drill) noteGroups(snap engine.Snapshot) {
+	if d.m.synced == nil {
+		d.m.synced = map[string]engine.GroupSnapshot{}
+	}
+	for _, g := range d.groupsOf(snap) {
+		if !g.LastSync.IsZero() && len(g.Partitions) > 0 {
+			d.m.synced[g.Group] = g
+		}
+	}
+}
+
+// groupsOf returns the forward mirror's group offset sync status in snap.
+func (d *Drill) groupsOf(snap engine.Snapshot) []engine.GroupSnapshot {
+	for _, m := range snap.Mirrors {
+		if m.Name == d.cfg.Mirror {
+			return m.Groups
+		}
+	}
 	return nil
+}
+
+func topicsOf(parts []engine.PartitionSnapshot) []string {
+	var out []string
+	for _, p := range parts {
+		if !slices.Contains(out, p.Topic) {
+			out = append(out, p.Topic)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 var errNoMeasure = errors.New("nothing measured: run the earlier steps first")

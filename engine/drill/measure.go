@@ -18,31 +18,26 @@ import (
 // offsets are per topic, per partition offsets.
 type offsets map[string]map[int32]int64
 
-// measurements are what the steps learn and the report tells. Only the
-// running step touches them.
+// measurements are what the common steps learn and the report tells; each
+// target keeps its own besides. Only the running step touches them.
 type measurements struct {
-	t0      time.Time
-	t0Snap  engine.Snapshot
-	t0Ends  offsets // B's log ends at T0
-	t0Group map[int32]int64
+	topics []string // the mirror's topics, from preflight
+	t0     time.Time
+	t0Snap engine.Snapshot
+	t0Ends offsets // B's log ends at T0
 
-	outageAt           time.Time
-	unmirroredAtOutage int64
+	outageAt    time.Time
+	lagAtOutage time.Duration // the mirror's worst lag time as the source went away
 
 	stopSent, stopDone time.Time
 	lme                map[string]int64 // "topic/p" → last mirrored offset at stop
-
-	groupA map[int32]int64 // the group's last commit on A, as the consumer saw it acknowledged
-	groupB map[int32]int64 // the group's offsets on B when it moved there
+	// synced is each group's last sync status seen up to the failover: the
+	// engine drops a group's status once its topics stop (nothing is synced
+	// for stopped topics), and a sync fails while the source is down.
+	synced map[string]engine.GroupSnapshot
 
 	firstProduceB, firstConsumeB time.Time
 
-	verified    bool
-	lost        []sandbox.Ack
-	ackedA      int64
-	ackedB      int64
-	duplicates  int64
-	gaps        int64
 	bWritable   bool
 	failback    []FailbackPartition
 	failbackRan bool
@@ -53,18 +48,18 @@ func (m *measurements) anomaly(format string, args ...any) {
 	m.anomalies = append(m.anomalies, fmt.Sprintf(format, args...))
 }
 
-// admin is a short-lived admin client of one side.
-func admin(bootstrap []string) (*kgo.Client, *kadm.Client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-drill"), kgo.RetryTimeout(10*time.Second))
+// admin is a short-lived admin client of one cluster.
+func admin(c cluster) (*kgo.Client, *kadm.Client, error) {
+	cl, err := kgo.NewClient(c.clientOpts("kmirror-drill", kgo.RetryTimeout(10*time.Second))...)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cl, kadm.NewClient(cl), nil
 }
 
-// endOffsets lists the log end offsets of topics on bootstrap.
-func endOffsets(ctx context.Context, bootstrap []string, topics []string) (offsets, error) {
-	cl, adm, err := admin(bootstrap)
+// endOffsets lists the log end offsets of topics on c.
+func endOffsets(ctx context.Context, c cluster, topics []string) (offsets, error) {
+	cl, adm, err := admin(c)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +68,7 @@ func endOffsets(ctx context.Context, bootstrap []string, topics []string) (offse
 	defer cancel()
 	lo, err := adm.ListEndOffsets(lctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("list end offsets on %v: %w", bootstrap, err)
+		return nil, fmt.Errorf("list end offsets on %s: %w", c, err)
 	}
 	out := offsets{}
 	var firstErr error
@@ -90,26 +85,32 @@ func endOffsets(ctx context.Context, bootstrap []string, topics []string) (offse
 	return out, firstErr
 }
 
-// groupOffsets reads the demo group's committed offsets on bootstrap.
-func groupOffsets(ctx context.Context, bootstrap []string) (map[int32]int64, error) {
-	cl, adm, err := admin(bootstrap)
+// groupOffsets reads a group's committed offsets on c, by topic and
+// partition; a group that never committed there has none.
+func groupOffsets(ctx context.Context, c cluster, group string) (offsets, error) {
+	cl, adm, err := admin(c)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := adm.FetchOffsets(fctx, sandbox.GroupID)
+	resp, err := adm.FetchOffsets(fctx, group)
 	if errors.Is(err, kerr.GroupIDNotFound) {
-		return map[int32]int64{}, nil // nothing ever committed for the group there
+		return offsets{}, nil // nothing ever committed for the group there
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fetch offsets of group %s: %w", sandbox.GroupID, err)
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", group, err)
 	}
-	out := map[int32]int64{}
-	for p, o := range resp[sandbox.ProcessedTopic] {
-		if o.Err == nil && o.At >= 0 {
-			out[p] = o.At
+	out := offsets{}
+	for t, ps := range resp {
+		for p, o := range ps {
+			if o.Err == nil && o.At >= 0 {
+				if out[t] == nil {
+					out[t] = map[int32]int64{}
+				}
+				out[t][p] = o.At
+			}
 		}
 	}
 	return out, nil
@@ -122,7 +123,7 @@ func groupOffsets(ctx context.Context, bootstrap []string) (map[int32]int64, err
 // is transaction markers still shows it has been read to its end; a
 // partition that cannot be read to its end fails the measurement rather
 // than counting its unread records as lost.
-func committedIDs(ctx context.Context, bootstrap []string, from, to offsets, timeout time.Duration) (map[string]bool, error) {
+func committedIDs(ctx context.Context, c cluster, from, to offsets, timeout time.Duration) (map[string]bool, error) {
 	assign := map[string]map[int32]kgo.Offset{}
 	pos := map[string]map[int32]int64{}
 	left := 0
@@ -141,8 +142,8 @@ func committedIDs(ctx context.Context, bootstrap []string, from, to offsets, tim
 	if left == 0 {
 		return ids, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-drill-reader"),
-		kgo.ConsumePartitions(assign), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	cl, err := kgo.NewClient(c.clientOpts("kmirror-drill-reader",
+		kgo.ConsumePartitions(assign), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, err
 	}

@@ -3,21 +3,23 @@ package drill
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/kmirror/kmirror/engine/sandbox"
 )
 
-// ReportVersion is the version of the JSON report's format.
-const ReportVersion = 1
+// ReportVersion is the version of the JSON report's format. Version 2
+// added the target, the RPO's method and whether it is known, per-partition
+// offsets, every synced group's positions, and moved bWritable to the top.
+const ReportVersion = 2
 
 // Report is the drill's result, written as PATH.json (and rendered as
 // PATH.md).
 type Report struct {
 	Version     int                 `json:"version"`
+	Target      string              `json:"target"` // "sandbox" or "real"
 	Mirror      string              `json:"mirror"`
 	Reverse     string              `json:"reverseMirror"`
 	Source      string              `json:"source"`
@@ -28,21 +30,54 @@ type Report struct {
 	Timeline    []StepRecord        `json:"timeline"`
 	RPO         RPO                 `json:"rpo"`
 	RTO         RTO                 `json:"rto"`
-	Group       GroupResult         `json:"group"`
+	BWritable   bool                `json:"bWritable"`
+	Writable    string              `json:"bWritableHow"` // what bWritable is based on
+	Group       *GroupResult        `json:"group,omitempty"`
+	Groups      []GroupPosition     `json:"groups"`
 	Failback    []FailbackPartition `json:"failback"`
 	Anomalies   []string            `json:"anomalies"`
 	Notes       []string            `json:"notes"`
 }
 
-// RPO is the data the failover lost, counted from the producers' own
-// acknowledgements against B's logs.
+// RPO methods.
+const (
+	// RPOAcks counts the writes the source acknowledged to producers that
+	// the destination lacks: exact (the sandbox's producers keep a ledger).
+	RPOAcks = "acknowledgements"
+	// RPOOffsets is, per partition, the source's log end minus the offset
+	// after the last mirrored one, read when the failover completed. It
+	// counts offsets, so transaction markers are included, and it can only
+	// be read while the source answers.
+	RPOOffsets = "offsets"
+)
+
+// RPO is the data the failover lost.
 type RPO struct {
-	Records            int64            `json:"records"`
+	Method string `json:"method"` // RPOAcks or RPOOffsets
+	// Known is false when the loss could not be measured; Unknown says why
+	// (for offsets: the source was unreachable).
+	Known   bool   `json:"known"`
+	Unknown string `json:"unknown,omitempty"`
+	Records int64  `json:"records"`
+	// Seconds is how far back the loss reaches: from the oldest lost
+	// acknowledgement to the outage (acknowledgements), or the mirror's
+	// worst lag time when the outage began (offsets, an estimate).
 	Seconds            float64          `json:"seconds"`
 	ByTopic            map[string]int64 `json:"byTopic"`
-	AckedByA           int64            `json:"ackedByA"`
-	UnmirroredAtOutage int64            `json:"unmirroredAtOutage"` // by offset, when A went down
-	LostIDs            []string         `json:"lostIds"`
+	AckedByA           int64            `json:"ackedByA,omitempty"`
+	UnmirroredAtOutage int64            `json:"unmirroredAtOutage,omitempty"` // by offset, when A went down
+	LostIDs            []string         `json:"lostIds,omitempty"`
+	Partitions         []PartitionRPO   `json:"partitions,omitempty"`
+	MeasuredAt         time.Time        `json:"measuredAt,omitzero"`
+}
+
+// PartitionRPO is one partition's loss by offsets.
+type PartitionRPO struct {
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	SourceEnd  int64  `json:"sourceLogEnd"`       // -1 when the source did not answer for it
+	LME        int64  `json:"lastMirroredOffset"` // -1 when nothing was mirrored
+	Unmirrored int64  `json:"unmirrored"`         // SourceEnd - (LME+1), 0 when unknown
 }
 
 // RTO is the outage to the first successful produce and consume on B.
@@ -53,9 +88,12 @@ type RTO struct {
 	StoppedAt      time.Time `json:"stoppedAt,omitzero"`
 	FirstProduceAt time.Time `json:"firstProduceAt,omitzero"`
 	FirstConsumeAt time.Time `json:"firstConsumeAt,omitzero"`
+	// How says where the two firsts come from.
+	How string `json:"how,omitempty"`
 }
 
-// GroupResult is what happened to the demo consumer group.
+// GroupResult is what happened to the demo consumer group (sandbox only:
+// its member remembers every record it processed).
 type GroupResult struct {
 	Group      string          `json:"group"`
 	Topic      string          `json:"topic"`
@@ -63,22 +101,37 @@ type GroupResult struct {
 	Gaps       int64           `json:"gaps"`         // records on B never processed
 	PositionsA map[int32]int64 `json:"positionsOnA"` // last commit acknowledged by A before the outage
 	PositionsB map[int32]int64 `json:"positionsOnB"` // offsets B held for the group when it moved
-	BWritable  bool            `json:"bWritable"`
 	AckedByB   int64           `json:"ackedByB"`
+}
+
+// GroupPosition is one partition of a consumer group whose offsets the
+// mirror synced: where it was on A, what the sync wrote to B, and where it
+// is on B after the switch.
+type GroupPosition struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Source    int64  `json:"sourceCommitted"` // on A as of the mirror's last sync, -1 none
+	Synced    int64  `json:"synced"`          // written to B by the sync, -1 none
+	OnB       int64  `json:"onB"`             // committed on B when verified, -1 none
+	// Reprocessed is Source - Synced when positive: records the group
+	// reads again on B because the sync had not caught up with it.
+	Reprocessed int64 `json:"reprocessed"`
 }
 
 // BuildReport assembles the report from what the steps measured.
 func (d *Drill) BuildReport() Report {
 	st := d.Status()
+	src, dst := d.cfg.Target.Clusters()
 	rep := Report{
-		Version: ReportVersion, Mirror: d.cfg.Mirror, Reverse: d.cfg.Reverse,
-		Source:      sandbox.ClusterA + " " + strings.Join(d.cfg.Sandbox.Bootstrap(sandbox.SideA), ","),
-		Destination: sandbox.ClusterB + " " + strings.Join(d.cfg.Sandbox.Bootstrap(sandbox.SideB), ","),
-		Finished:    d.cfg.Now(),
-		Timeline:    st.Steps,
-		Complete:    true,
-		Anomalies:   slices.Clone(d.m.anomalies),
-		Failback:    slices.Clone(d.m.failback),
+		Version: ReportVersion, Target: d.cfg.Target.kind(), Mirror: d.cfg.Mirror, Reverse: d.cfg.Reverse,
+		Source: src, Destination: dst,
+		Finished:  d.cfg.Now(),
+		Timeline:  st.Steps,
+		Complete:  true,
+		BWritable: d.m.bWritable,
+		Anomalies: slices.Clone(d.m.anomalies),
+		Failback:  slices.Clone(d.m.failback),
 	}
 	if len(st.Steps) > 0 {
 		rep.Started = st.Steps[0].Started
@@ -99,16 +152,13 @@ func (d *Drill) BuildReport() Report {
 			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("step %s failed: %s", s.Step, s.Error))
 		}
 	}
-	rep.RPO = RPO{Records: int64(len(d.m.lost)), Seconds: d.rpoTime().Seconds(), ByTopic: map[string]int64{},
-		AckedByA: d.m.ackedA, UnmirroredAtOutage: d.m.unmirroredAtOutage, LostIDs: []string{}}
-	for _, a := range d.m.lost {
-		rep.RPO.ByTopic[a.Topic]++
-		rep.RPO.LostIDs = append(rep.RPO.LostIDs, a.ID)
-	}
 	rep.RTO = RTO{Seconds: d.rto().Seconds(), OutageAt: d.m.outageAt, StopSentAt: d.m.stopSent, StoppedAt: d.m.stopDone,
 		FirstProduceAt: d.m.firstProduceB, FirstConsumeAt: d.m.firstConsumeB}
-	rep.Group = GroupResult{Group: sandbox.GroupID, Topic: sandbox.ProcessedTopic, Duplicates: d.m.duplicates, Gaps: d.m.gaps,
-		PositionsA: d.m.groupA, PositionsB: d.m.groupB, BWritable: d.m.bWritable, AckedByB: d.m.ackedB}
+	rep.RPO = RPO{ByTopic: map[string]int64{}}
+	d.cfg.Target.fill(&rep)
+	if rep.Groups == nil {
+		rep.Groups = []GroupPosition{}
+	}
 	if rep.Failback == nil {
 		rep.Failback = []FailbackPartition{}
 	}
@@ -119,6 +169,19 @@ func (d *Drill) BuildReport() Report {
 		rep.Notes = []string{}
 	}
 	return rep
+}
+
+// rto is the outage to the first successful produce and consume on B (to
+// the one measured, when a target can only see one of them).
+func (d *Drill) rto() time.Duration {
+	if d.m.outageAt.IsZero() || (d.m.firstProduceB.IsZero() && d.m.firstConsumeB.IsZero()) {
+		return 0
+	}
+	last := d.m.firstProduceB
+	if d.m.firstConsumeB.After(last) {
+		last = d.m.firstConsumeB
+	}
+	return max(0, last.Sub(d.m.outageAt))
 }
 
 // report writes PATH.json and PATH.md.
@@ -137,35 +200,88 @@ func (d *Drill) report(r *stepRun) error {
 	d.mu.Lock()
 	d.written = d.cfg.ReportPath
 	d.mu.Unlock()
-	r.line("RPO %d records (%.3fs), RTO %.3fs, %d anomalies", rep.RPO.Records, rep.RPO.Seconds, rep.RTO.Seconds, len(rep.Anomalies))
+	r.line("RPO %s, RTO %.3fs, %d anomalies", rpoText(rep.RPO), rep.RTO.Seconds, len(rep.Anomalies))
 	r.line("wrote %s.md and %s.json", d.cfg.ReportPath, d.cfg.ReportPath)
 	return nil
+}
+
+// rpoText is the RPO in one phrase.
+func rpoText(r RPO) string {
+	if !r.Known {
+		return "unknown (" + r.Unknown + ")"
+	}
+	if r.Method == RPOOffsets {
+		return fmt.Sprintf("%d offsets (%.3fs by lag)", r.Records, r.Seconds)
+	}
+	return fmt.Sprintf("%d records (%.3fs)", r.Records, r.Seconds)
 }
 
 // Markdown renders a report for people.
 func Markdown(rep Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# kmirror DR drill: %s\n\n", rep.Mirror)
-	fmt.Fprintf(&b, "- source: %s\n- destination: %s\n- started: %s\n- finished: %s\n- complete: %v\n\n",
-		rep.Source, rep.Destination, rep.Started.Format(time.RFC3339), rep.Finished.Format(time.RFC3339), rep.Complete)
+	fmt.Fprintf(&b, "- target: %s\n- source: %s\n- destination: %s\n- started: %s\n- finished: %s\n- complete: %v\n\n",
+		rep.Target, rep.Source, rep.Destination, rep.Started.Format(time.RFC3339), rep.Finished.Format(time.RFC3339), rep.Complete)
 	b.WriteString("## Results\n\n| measure | value |\n|---|---|\n")
-	fmt.Fprintf(&b, "| RPO (records) | %d of %d acknowledged by A |\n", rep.RPO.Records, rep.RPO.AckedByA)
-	fmt.Fprintf(&b, "| RPO (time) | %.3f s |\n", rep.RPO.Seconds)
-	fmt.Fprintf(&b, "| RTO | %.3f s (outage → first produce and consume on B) |\n", rep.RTO.Seconds)
-	fmt.Fprintf(&b, "| processed twice | %d |\n| never processed | %d |\n", rep.Group.Duplicates, rep.Group.Gaps)
-	fmt.Fprintf(&b, "| B writable | %v (%d records acknowledged by B) |\n\n", rep.Group.BWritable, rep.Group.AckedByB)
+	switch {
+	case !rep.RPO.Known:
+		fmt.Fprintf(&b, "| RPO (records) | unknown: %s |\n", mdCell(rep.RPO.Unknown))
+	case rep.RPO.Method == RPOOffsets:
+		fmt.Fprintf(&b, "| RPO (records) | %d offsets on A beyond the last mirrored offset, at %s (transaction markers included) |\n",
+			rep.RPO.Records, rep.RPO.MeasuredAt.Format("15:04:05.000"))
+	default:
+		fmt.Fprintf(&b, "| RPO (records) | %d of %d acknowledged by A |\n", rep.RPO.Records, rep.RPO.AckedByA)
+	}
+	if rep.RPO.Method == RPOOffsets {
+		fmt.Fprintf(&b, "| RPO (time) | %.3f s (estimate: the mirror's worst lag time when the outage began) |\n", rep.RPO.Seconds)
+	} else {
+		fmt.Fprintf(&b, "| RPO (time) | %.3f s |\n", rep.RPO.Seconds)
+	}
+	rto := "outage → first produce and consume on B"
+	if rep.RTO.How != "" {
+		rto = rep.RTO.How
+	}
+	fmt.Fprintf(&b, "| RTO | %.3f s (%s) |\n", rep.RTO.Seconds, mdCell(rto))
+	if g := rep.Group; g != nil {
+		fmt.Fprintf(&b, "| processed twice | %d |\n| never processed | %d |\n", g.Duplicates, g.Gaps)
+	} else {
+		var again int64
+		for _, p := range rep.Groups {
+			again += p.Reprocessed
+		}
+		fmt.Fprintf(&b, "| read again after the switch | %d records over %d synced group partitions (A's commit minus the synced offset) |\n", again, len(rep.Groups))
+	}
+	fmt.Fprintf(&b, "| B writable | %v (%s) |\n\n", rep.BWritable, mdCell(rep.Writable))
 	if len(rep.RPO.ByTopic) > 0 {
 		b.WriteString("Lost by topic:")
-		for _, t := range sandbox.TopicNames() {
+		for _, t := range slices.Sorted(maps.Keys(rep.RPO.ByTopic)) {
 			if n := rep.RPO.ByTopic[t]; n > 0 {
 				fmt.Fprintf(&b, " %s %d;", t, n)
 			}
 		}
 		b.WriteString("\n\n")
 	}
+	if len(rep.Groups) > 0 {
+		b.WriteString("## Consumer groups\n\n| group | partition | on A (last sync) | synced to B | on B | read again |\n|---|---|---|---|---|---|\n")
+		for _, p := range rep.Groups {
+			fmt.Fprintf(&b, "| %s | %s/%d | %s | %s | %s | %d |\n", p.Group, p.Topic, p.Partition, offText(p.Source), offText(p.Synced), offText(p.OnB), p.Reprocessed)
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("## Timeline\n\n")
 	for i, s := range rep.Timeline {
 		fmt.Fprintf(&b, "### %d. %s — %s\n\n", i+1, s.Title, s.Result)
+		if s.Instruction != "" {
+			mark := "[ ]"
+			if !s.Confirmed.IsZero() {
+				mark = "[x]"
+			}
+			fmt.Fprintf(&b, "- %s %s", mark, s.Instruction)
+			if !s.Confirmed.IsZero() {
+				fmt.Fprintf(&b, " (confirmed %s)", s.Confirmed.Format("15:04:05.000"))
+			}
+			b.WriteString("\n\n")
+		}
 		if !s.Started.IsZero() {
 			fmt.Fprintf(&b, "%s → %s\n\n", s.Started.Format("15:04:05.000"), s.Ended.Format("15:04:05.000"))
 		}
@@ -195,4 +311,13 @@ func Markdown(rep Report) string {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
 	return b.String()
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func offText(o int64) string {
+	if o < 0 {
+		return "none"
+	}
+	return fmt.Sprint(o)
 }
