@@ -150,8 +150,14 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 			if o.Err != nil || o.At < 0 {
 				return
 			}
-			s, _ := starts.Lookup(o.Topic, o.Partition)
-			e, _ := ends.Lookup(o.Topic, o.Partition)
+			s, okS := starts.Lookup(o.Topic, o.Partition)
+			e, okE := ends.Lookup(o.Topic, o.Partition)
+			if !okS || !okE || s.Err != nil || e.Err != nil {
+				// Not on the destination yet (a partition just added
+				// on the source): nothing to clamp to, so nothing is
+				// committed rather than offset 0.
+				return
+			}
 			at := max(s.Offset, min(o.At, e.Offset))
 			commit.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: at, LeaderEpoch: -1})
 			gs.Partitions = append(gs.Partitions, GroupPartition{Topic: o.Topic, Partition: o.Partition, Source: o.At, Destination: at})

@@ -147,3 +147,39 @@ func TestGroupOffsetSync(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupOffsetSyncSkipsPartitionsMissingOnDestination: a group's offset
+// on a source partition the destination does not have yet (partition growth
+// not applied, as here without metadata sync) is left out of the commit,
+// which would otherwise fail for the whole group or land at offset 0.
+func TestGroupOffsetSyncSkipsPartitionsMissingOnDestination(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "orders", 2, nil)
+	e.startMirrorWith(func(c *engine.MirrorConfig) { c.SyncGroups(100*time.Millisecond, []string{".*"}, nil) }, "orders")
+	resp, err := e.src.Admin(t).UpdatePartitions(context.Background(), 3, "orders")
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Produce(t, e.src.Client(t, enginetest.ProducerOpts("zstd", true)...), "orders", 3, 30, "x")
+	consumeAndCommit(t, e.src, "billing", "orders", 3, 10)
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		got := committed(t, e.dst, "billing")["orders"]
+		return got[0] == 10 && got[1] == 10, fmt.Sprintf("B %v", got)
+	})
+	if got, ok := committed(t, e.dst, "billing")["orders"][2]; ok {
+		t.Fatalf("orders/2 (not on the destination) committed at %d on B", got)
+	}
+	// The group counts as synced: the missing partition is left out of
+	// the commit instead of failing it.
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		for _, g := range e.eng.Snapshot().Mirrors[0].Groups {
+			if g.Group == "billing" {
+				return g.SkipReason == "" && !g.LastSync.IsZero() && len(g.Partitions) == 2, fmt.Sprintf("%+v", g)
+			}
+		}
+		return false, "billing not in the snapshot"
+	})
+}
