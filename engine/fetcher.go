@@ -3,9 +3,18 @@ package engine
 import (
 	"context"
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/kmirror/kmirror/engine/wire"
 )
 
 // fetchKey identifies a fetcher. Partitions of different mirrors never share
@@ -44,59 +53,268 @@ type fetchResult struct {
 	err        error
 }
 
+// fetchConns is how many connections a fetcher keeps to its source broker,
+// each carrying at most one Fetch at a time: a broker answers the requests
+// of one connection in order, so a long-poll would hold back every request
+// behind it. At most fetchConns-1 of them long-poll at once; the last is
+// kept for partitions known to have data waiting. Connections are dialed
+// on first use, so a fetcher that never needs the extra ones never opens
+// them.
+const fetchConns = 4
+
+// fetchTimeout is how long a Fetch may take beyond its long-poll before the
+// connection is given up as hung.
+const fetchTimeout = 15 * time.Second
+
 // fetcher sends raw Fetch requests for the partitions that want data to one
-// source broker. It keeps no per-partition state beyond the pending wants:
-// the runners own their positions, so moving a partition to another fetcher
-// after a leader change loses nothing.
+// source broker, over connections of its own (see fetchConns). It keeps no
+// per-partition state beyond the pending wants: the runners own their
+// positions, so moving a partition to another fetcher after a leader change
+// loses nothing.
+//
+// Partitions that are behind (data is known to wait at their position) are
+// fetched without long-polling and never share a request with caught-up
+// ones: a caught-up partition in a request that returns at once would
+// spin, and a partition with data in a long-poll would wait for the others.
 type fetcher struct {
 	key     fetchKey
 	src     *cluster
+	opts    wire.Options // security settings and the fetcher's client id
 	maxWait int32
 	wants   chan want
 }
 
-func newFetcher(key fetchKey, src *cluster, maxWaitMs int32) *fetcher {
-	return &fetcher{key: key, src: src, maxWait: maxWaitMs, wants: make(chan want, 1024)}
+func newFetcher(key fetchKey, src *cluster, opts wire.Options, maxWaitMs int32) *fetcher {
+	return &fetcher{key: key, src: src, opts: opts, maxWait: maxWaitMs, wants: make(chan want, 1024)}
 }
 
-// run serves wants until ctx ends.
+// fetchJob is one Fetch request for a connection to send: the wants it
+// answers and its long-poll time.
+type fetchJob struct {
+	wants   []want
+	maxWait int32
+}
+
+// run dispatches wants to the fetcher's connections until ctx ends.
 func (f *fetcher) run(ctx context.Context) {
-	pending := make([]want, 0, 64)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	free := make(chan int, fetchConns) // a connection finished its job
+	var (
+		jobs    [fetchConns]chan fetchJob
+		busy    [fetchConns]bool
+		polling [fetchConns]bool
+		polls   int
+	)
+	for i := range jobs {
+		jobs[i] = make(chan fetchJob, 1)
+		wg.Go(func() { f.serve(ctx, jobs[i], free, i) })
+	}
+	var q wantQueue
 	for {
-		pending = pending[:0]
 		select {
 		case <-ctx.Done():
 			return
 		case w := <-f.wants:
-			pending = append(pending, w)
-		}
-	drain:
-		for {
-			select {
-			case w := <-f.wants:
-				pending = append(pending, w)
-			default:
-				break drain
+			q.add(w)
+		drain:
+			for {
+				select {
+				case w := <-f.wants:
+					q.add(w)
+				default:
+					break drain
+				}
+			}
+		case i := <-free:
+			busy[i] = false
+			if polling[i] {
+				polling[i] = false
+				polls--
 			}
 		}
-		f.fetch(ctx, pending)
+		for q.len() > 0 {
+			i := slices.Index(busy[:], false)
+			if i < 0 {
+				break
+			}
+			var job fetchJob
+			if behind := q.takeBehind(); len(behind) > 0 {
+				job = fetchJob{wants: behind}
+			} else if polls < fetchConns-1 {
+				job = fetchJob{wants: q.takeAll(), maxWait: f.maxWait}
+				polling[i] = true
+				polls++
+			} else {
+				break // caught up: they wait for a long-poll to end
+			}
+			busy[i] = true
+			jobs[i] <- job // buffered and idle: never blocks
+		}
 	}
 }
 
-// fetch issues one Fetch request for pending and answers each want.
-func (f *fetcher) fetch(ctx context.Context, pending []want) {
-	pending = newestWants(pending)
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = f.maxWait
+// wantQueue holds the wants waiting for a connection, one per partition: a
+// newer want replaces the older one in place (a runner that realigned posts
+// a new want while its previous one may still wait here), so one request
+// never asks for a partition twice; the answers could not be told apart.
+type wantQueue struct {
+	wants []want
+	at    map[tp]int // index in wants of each partition's want
+}
+
+func (q *wantQueue) len() int { return len(q.wants) }
+
+func (q *wantQueue) add(w want) {
+	k := tp{w.topic, w.partition}
+	if i, ok := q.at[k]; ok {
+		q.wants[i] = w
+		return
+	}
+	if q.at == nil {
+		q.at = make(map[tp]int)
+	}
+	q.at[k] = len(q.wants)
+	q.wants = append(q.wants, w)
+}
+
+// takeAll removes and returns every want.
+func (q *wantQueue) takeAll() []want {
+	out := q.wants
+	q.wants = nil
+	clear(q.at)
+	return out
+}
+
+// takeBehind removes and returns the wants of partitions known to be
+// behind, nil if there are none.
+func (q *wantQueue) takeBehind() []want {
+	behind, rest := splitBehind(q.wants)
+	if len(behind) == 0 {
+		return nil
+	}
+	q.wants = rest
+	clear(q.at)
+	for i, w := range rest {
+		q.at[tp{w.topic, w.partition}] = i
+	}
+	return behind
+}
+
+// splitBehind separates the wants of partitions known to be behind from the
+// others, into new slices.
+func splitBehind(pending []want) (behind, rest []want) {
+	n := 0
 	for _, w := range pending {
 		if w.behind {
-			// A partition with data waiting must not sit behind a
-			// long-poll of the caught-up ones.
-			req.MaxWaitMillis = 0
-			break
+			n++
 		}
 	}
+	if n == 0 {
+		return nil, pending
+	}
+	behind = make([]want, 0, n)
+	rest = make([]want, 0, len(pending)-n)
+	for _, w := range pending {
+		if w.behind {
+			behind = append(behind, w)
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	return behind, rest
+}
+
+// serve is one connection of the fetcher: it sends the jobs it is given,
+// answers their wants and reports back on free.
+func (f *fetcher) serve(ctx context.Context, jobs <-chan fetchJob, free chan<- int, i int) {
+	var conn *wire.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case job := <-jobs:
+			var throttle time.Duration
+			conn, throttle = f.fetch(ctx, conn, job)
+			if throttle > 0 {
+				// The broker applies a quota to this client id: it
+				// holds the connection that long anyway.
+				t := time.NewTimer(throttle)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			free <- i // buffered for every connection: never blocks
+		}
+	}
+}
+
+// connect returns conn if it is still usable, or a new connection to the
+// fetcher's broker.
+func (f *fetcher) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, error) {
+	if conn != nil {
+		select {
+		case <-conn.Done(): // failed, or closed by the broker while idle
+			conn.Close()
+		default:
+			return conn, nil
+		}
+	}
+	meta, err := f.src.metadata(ctx, []string{})
+	if err != nil {
+		return nil, err
+	}
+	addr, ok := meta.addrs[f.key.broker]
+	if !ok {
+		return nil, fmt.Errorf("%w: source broker %d is not in the cluster metadata", kerr.NotLeaderForPartition, f.key.broker)
+	}
+	return wire.Dial(ctx, addr, f.opts)
+}
+
+// fetch sends one Fetch request for job on conn (dialing it if needed) and
+// answers each want. It returns the connection to use next, nil if it
+// failed, and the broker's throttle time.
+func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wire.Conn, time.Duration) {
+	failAll := func(err error) {
+		for _, w := range job.wants {
+			deliver(w.reply, fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch from source broker %d: %w", f.key.broker, err)})
+		}
+	}
+	conn, err := f.connect(ctx, conn)
+	if err != nil {
+		failAll(err)
+		return nil, 0
+	}
+	req, byID, idx := fetchRequest(job)
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(job.maxWait)*time.Millisecond+fetchTimeout)
+	resp, err := conn.Request(wctx, req)
+	cancel()
+	if err != nil {
+		// A connection error or a hung broker: either way the
+		// connection's answers can no longer be relied on.
+		conn.Close()
+		failAll(err)
+		return nil, 0
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	f.answer(job.wants, fr, byID, idx)
+	return conn, time.Duration(fr.ThrottleMillis) * time.Millisecond
+}
+
+// fetchRequest builds the Fetch request of job, with the maps that find a
+// want from a response partition.
+func fetchRequest(job fetchJob) (*kmsg.FetchRequest, map[[16]byte]string, map[tp]int) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = job.maxWait
 	req.MinBytes = 1
 	req.MaxBytes = 64 << 20
 	req.IsolationLevel = 0 // READ_UNCOMMITTED: everything up to the high watermark
@@ -104,8 +322,8 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 	req.SessionEpoch = -1
 	byTopic := make(map[string]int)
 	byID := make(map[[16]byte]string)
-	idx := make(map[tp]int, len(pending))
-	for j, w := range pending {
+	idx := make(map[tp]int, len(job.wants))
+	for j, w := range job.wants {
 		idx[tp{w.topic, w.partition}] = j
 		byID[w.topicID] = w.topic
 		i, ok := byTopic[w.topic]
@@ -126,16 +344,13 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 		rp.PartitionMaxBytes = w.maxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
+	return req, byID, idx
+}
 
-	resp, err := f.src.cl.Broker(int(f.key.broker)).Request(ctx, req)
-	if err != nil {
-		for _, w := range pending {
-			deliver(w.reply, fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch from source broker %d: %w", f.key.broker, err)})
-		}
-		return
-	}
-	fr := resp.(*kmsg.FetchResponse)
-	answered := make([]bool, len(pending))
+// answer delivers a Fetch response to the wants it answers; a want the
+// response leaves out gets an error.
+func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, byID map[[16]byte]string, idx map[tp]int) {
+	answered := make([]bool, len(wants))
 	topErr := kerr.ErrorForCode(fr.ErrorCode)
 	for _, t := range fr.Topics {
 		name := t.Topic
@@ -149,7 +364,7 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 				continue
 			}
 			answered[j] = true
-			w := pending[j]
+			w := wants[j]
 			res := fetchResult{gen: w.gen, offset: w.offset, records: p.RecordBatches, hwm: p.HighWatermark, logStart: p.LogStartOffset}
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 				res.err = fmt.Errorf("fetch %s/%d at %d from source broker %d: %w", name, p.Partition, w.offset, f.key.broker, err)
@@ -161,7 +376,7 @@ func (f *fetcher) fetch(ctx context.Context, pending []want) {
 			deliver(w.reply, res)
 		}
 	}
-	for j, w := range pending {
+	for j, w := range wants {
 		if answered[j] {
 			continue
 		}
@@ -181,7 +396,10 @@ type tp struct {
 
 // deliver hands res to a runner without ever blocking the fetcher, which
 // serves other partitions too. A runner cares only about the answer to its
-// newest want, so an unread older answer is replaced.
+// newest want, so an unread answer to an older want is replaced, and an
+// unread answer to a newer one is kept: answers to a want abandoned by a
+// realignment may arrive after those to its successor, on another
+// connection or from another fetcher.
 func deliver(ch chan fetchResult, res fetchResult) {
 	for {
 		select {
@@ -190,29 +408,33 @@ func deliver(ch chan fetchResult, res fetchResult) {
 		default:
 		}
 		select {
-		case <-ch:
+		case old := <-ch:
+			if old.gen > res.gen {
+				res = old
+			}
 		default:
 		}
 	}
 }
 
-// newestWants keeps one want per partition, the last one posted: a runner
-// that realigned posts a new want while its previous one may still wait
-// here, and one request must not ask for a partition twice (the answers
-// could not be told apart).
-func newestWants(pending []want) []want {
-	last := make(map[tp]int, len(pending))
-	for i, w := range pending {
-		last[tp{w.topic, w.partition}] = i
+// fetchClientID is the client id of a fetcher's connections,
+// kmirror-<instance>-<fetcher index>-<mirror>: the same on every source
+// broker, so a source quota on it limits that fetcher of that mirror.
+func fetchClientID(instance string, index int, mirror string) string {
+	return "kmirror-" + instance + "-" + strconv.Itoa(index) + "-" + mirror
+}
+
+// sourceWireOptions returns the settings of a fetcher's own connections:
+// the dialer (which does TLS when the source needs it) and the SASL
+// mechanism of the mirror's source client, so fetch connections are
+// secured exactly as the rest of the mirror's source traffic.
+func sourceWireOptions(cl *kgo.Client, clientID string) wire.Options {
+	opts := wire.Options{ClientID: clientID}
+	if d, ok := cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error)); ok {
+		opts.Dialer = d
 	}
-	if len(last) == len(pending) {
-		return pending
+	if ms, ok := cl.OptValue(kgo.SASL).([]sasl.Mechanism); ok && len(ms) > 0 {
+		opts.SASL = ms[0]
 	}
-	out := pending[:0]
-	for i, w := range pending {
-		if last[tp{w.topic, w.partition}] == i {
-			out = append(out, w)
-		}
-	}
-	return out
+	return opts
 }

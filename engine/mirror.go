@@ -268,7 +268,8 @@ func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
 	defer m.mu.Unlock()
 	f, ok := m.fetchers[key]
 	if !ok {
-		f = newFetcher(key, m.src, int32(m.cfg.FetchMaxWait/time.Millisecond))
+		opts := sourceWireOptions(m.src.cl, fetchClientID(m.e.cfg.Instance, key.index, m.cfg.Name))
+		f = newFetcher(key, m.src, opts, int32(m.cfg.FetchMaxWait/time.Millisecond))
 		m.fetchers[key] = f
 		m.e.wg.Go(func() { f.run(m.ctx) })
 	}

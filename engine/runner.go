@@ -61,7 +61,7 @@ type runner struct {
 	openTxns     int            // open mirrored transactions last persisted
 	gapFill      bool           // mirror.gap.policy=fill
 	alignedAt    time.Time      // when the destination log end was last read by alignment
-	srcHWM       int64          // source high watermark from the last fetch answer
+	srcHWM       int64          // source high watermark from the last fetch answer, -1 before the first
 	failbackFrom string         // the forward mirror this partition fails back from, once found
 }
 
@@ -75,6 +75,7 @@ func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.
 		maxBytes:    m.cfg.PartitionFetchBytes,
 		maxInFlight: m.cfg.MaxInFlight,
 		lastEpoch:   -1,
+		srcHWM:      -1,
 	}
 }
 
@@ -97,7 +98,7 @@ func (r *runner) postWant(ctx context.Context, offset int64) {
 		topic: r.topic, topicID: r.src.topicID, partition: r.partition,
 		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: r.lastEpoch,
 		maxBytes: r.maxBytes, gen: r.gen, reply: r.reply,
-		behind: offset < r.srcHWM,
+		behind: offset < r.srcHWM || r.srcHWM < 0,
 	}
 	select {
 	case f.wants <- w:

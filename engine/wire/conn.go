@@ -166,6 +166,11 @@ func dialNet(ctx context.Context, addr string, opts Options) (net.Conn, error) {
 	return tc, nil
 }
 
+// Done is closed once the connection has failed or been closed; requests
+// issued afterwards fail. A holder of an idle connection checks it before
+// reusing the connection (a broker closes connections idle for long).
+func (c *Conn) Done() <-chan struct{} { return c.dead }
+
 // Addr is the address the connection was dialled with.
 func (c *Conn) Addr() string { return c.addr }
 

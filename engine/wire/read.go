@@ -15,7 +15,9 @@ import (
 // Pendings. Kafka answers the requests of one connection in the order they
 // were sent, so the oldest queued Pending always owns the next response.
 func (c *Conn) readLoop() {
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	// Small: a response body larger than the buffer is read straight
+	// into its own allocation, and an engine keeps many connections.
+	br := bufio.NewReaderSize(c.nc, 8<<10)
 	for {
 		var p *Pending
 		select {
