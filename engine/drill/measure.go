@@ -31,6 +31,7 @@ type measurements struct {
 
 	stopSent, stopDone time.Time
 	lme                map[string]int64 // "topic/p" → last mirrored offset at stop
+	openAtStop         map[string]int   // "topic/p" → mirrored transactions the stop found open on B
 	// synced is each group's last sync status seen up to the failover: the
 	// engine drops a group's status once its topics stop (nothing is synced
 	// for stopped topics), and a sync fails while the source is down.

@@ -232,9 +232,14 @@ func Markdown(rep Report) string {
 	default:
 		fmt.Fprintf(&b, "| RPO (records) | %d of %d acknowledged by A |\n", rep.RPO.Records, rep.RPO.AckedByA)
 	}
-	if rep.RPO.Method == RPOOffsets {
+	switch {
+	case rep.RPO.Method == RPOOffsets && !rep.RPO.Known:
+		// Without A's log ends the lag is only what the mirror had seen of
+		// A: records A took after its last answer are not in it.
+		fmt.Fprintf(&b, "| RPO (time) | at least %.3f s (estimate: the mirror's worst lag time when the outage began, as far as it had seen A) |\n", rep.RPO.Seconds)
+	case rep.RPO.Method == RPOOffsets:
 		fmt.Fprintf(&b, "| RPO (time) | %.3f s (estimate: the mirror's worst lag time when the outage began) |\n", rep.RPO.Seconds)
-	} else {
+	default:
 		fmt.Fprintf(&b, "| RPO (time) | %.3f s |\n", rep.RPO.Seconds)
 	}
 	rto := "outage → first produce and consume on B"
