@@ -41,11 +41,21 @@ type Writer struct{ cl *kgo.Client }
 func NewWriter(cl *kgo.Client) *Writer { return &Writer{cl: cl} }
 
 // WriterOpts are the client options a Writer's client needs.
+//
+// A write must give up when its context ends, also while its request is in
+// flight to a destination that stopped answering: an idempotent franz-go
+// producer otherwise retries such a write until the broker answers, however
+// long it is down, and the state writer with it (a runner persisting its
+// state, and through the runner a change of ownership and Close). A record
+// given up on may still land, and land again when it is written anew; every
+// __mirror_state value is the full latest state of its key, so that is
+// harmless.
 func WriterOpts() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
+		kgo.AllowIdempotentProduceCancellation(),
 	}
 }
 
