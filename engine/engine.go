@@ -37,6 +37,12 @@ type Config struct {
 	Now             func() time.Time // clock, default time.Now
 	ConnectTimeout  time.Duration    // how long New waits for the destination, default 30s
 	Jitter          func() float64   // full-jitter fraction in [0,1) for retries, default random
+	// RequestTimeout is how long a destination Produce lets the broker
+	// wait for its replicas (the request's TimeoutMillis), default 30s. A
+	// destination broker that has not answered a request half as long
+	// again after it was due is given up as hung: its connection is
+	// closed and the partitions waiting on it realign on a new one.
+	RequestTimeout time.Duration
 }
 
 // Engine mirrors partitions. It is safe for concurrent use.
@@ -78,6 +84,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 30 * time.Second
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
 	dst, err := newCluster("destination", cfg.Destination, cfg.Instance, cfg.DestinationOpts...)
 	if err != nil {
 		return nil, err
@@ -93,7 +102,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now, dst: dst, destID: meta.clusterID,
 		mirrors: make(map[string]*mirror),
 	}
-	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL}, cfg.Now)
+	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2}, cfg.Now)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil

@@ -385,3 +385,38 @@ func TestDestinationUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// TestDestinationProduceHangs: the destination broker takes one Produce and
+// never answers it, nor anything after it on that connection (a hung
+// broker). The connection is given up once the request is overdue by half
+// the request timeout, and the partition realigns on a new connection
+// instead of waiting for ever with its batches queued behind it.
+func TestDestinationProduceHangs(t *testing.T) {
+	e := newEnv(t)
+	e.eng.Close()
+	e.engCfg = func(c *engine.Config) { c.RequestTimeout = 2 * time.Second }
+	e.startEngine()
+	e.src.CreateTopic(t, "stuck", 3, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "stuck", 3, 100, "first")
+	e.startMirror("stuck")
+	e.waitCaughtUp("stuck")
+
+	var swallowed atomic.Int32
+	stuck := producesTopic(e.dst, "stuck")
+	e.dst.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !stuck(req) {
+			e.dst.KeepControl()
+			return nil, nil, false
+		}
+		swallowed.Add(1)
+		e.dst.DropControl()
+		return nil, nil, true
+	})
+	enginetest.Produce(t, cl, "stuck", 3, 100, "hung")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return swallowed.Load() == 1, "no produce swallowed"
+	})
+	e.waitCaughtUp("stuck")
+	e.assertIdentical("stuck")
+}

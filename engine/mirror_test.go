@@ -24,6 +24,7 @@ type env struct {
 	srcCl    *kgo.Client
 	dstCl    *kgo.Client
 	eng      *engine.Engine
+	engCfg   func(*engine.Config) // edits the engine's configuration, nil: none
 }
 
 func newEnv(t *testing.T) *env {
@@ -36,7 +37,11 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) startEngine() {
 	e.t.Helper()
-	eng, err := engine.New(context.Background(), engine.Config{Destination: e.dst.Addrs(), Instance: "test"})
+	cfg := engine.Config{Destination: e.dst.Addrs(), Instance: "test"}
+	if e.engCfg != nil {
+		e.engCfg(&cfg)
+	}
+	eng, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b [
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
-	req.TimeoutMillis = 30_000
+	req.TimeoutMillis = int32(r.m.e.cfg.RequestTimeout / time.Millisecond)
 	req.TransactionID = txnID
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = r.topic

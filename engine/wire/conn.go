@@ -59,6 +59,15 @@ type Options struct {
 	// Dialer, if set, opens the raw connection instead of a net.Dialer.
 	// TLS, if configured, is layered on top of what it returns.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ResponseTimeout, if positive, bounds the wait for each response,
+	// counted from when the reader starts waiting for it (the broker
+	// answers one connection's requests one after another) and added to
+	// the time the request itself allows the broker (a Produce's
+	// TimeoutMillis, a Fetch's MaxWaitMillis). A response that does not
+	// come in time kills the connection, failing every pending request
+	// with ErrConnClosed: a broker that stopped answering must not hold
+	// its requests for ever. Zero waits as long as the connection lives.
+	ResponseTimeout time.Duration
 }
 
 // versionRange is what the broker advertised for one request key.
@@ -74,6 +83,7 @@ type Conn struct {
 	addr      string
 	nc        net.Conn
 	formatter *kmsg.RequestFormatter
+	respWait  time.Duration // Options.ResponseTimeout
 
 	// versions is filled by Dial before the Conn is returned and only
 	// read afterwards.
@@ -117,6 +127,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 		addr:      addr,
 		nc:        nc,
 		formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID(opts.ClientID)),
+		respWait:  opts.ResponseTimeout,
 		versions:  make(map[int16]versionRange),
 		queue:     make(chan *Pending, maxQueued),
 		dead:      make(chan struct{}),

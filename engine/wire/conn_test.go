@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -476,5 +477,69 @@ func TestSkipTags(t *testing.T) {
 		if (err == nil) != tc.ok || (tc.ok && string(rest) != string(tc.rest)) {
 			t.Errorf("%s: rest %x, err %v", tc.name, rest, err)
 		}
+	}
+}
+
+// TestResponseTimeoutFailsSilentBroker: a broker that takes a request and
+// never answers kills the connection after the request's own wait plus
+// ResponseTimeout, failing every pending request with ErrConnClosed,
+// instead of holding them for as long as the socket stays open.
+func TestResponseTimeoutFailsSilentBroker(t *testing.T) {
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	f := &fakeBroker{answer: func(io.Writer, int16, int16, int32) {}} // never answers
+	dialer := func(context.Context, string, string) (net.Conn, error) {
+		client, server := net.Pipe()
+		wg.Go(func() { f.serve(server) })
+		return client, nil
+	}
+	c := dialTest(t, testCtx(t), "fake:9092", Options{Dialer: dialer, ResponseTimeout: 50 * time.Millisecond})
+	p1, err := c.Issue(kmsg.NewPtrMetadataRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.Issue(kmsg.NewPtrMetadataRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range []*Pending{p1, p2} {
+		if _, err := p.Wait(testCtx(t)); !errors.Is(err, ErrConnClosed) || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("pending %d: err = %v, want ErrConnClosed after the response deadline", i, err)
+		}
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("connection still alive after a response deadline passed")
+	}
+}
+
+// TestResponseTimeoutLeavesIdleConnection: the deadline covers a response
+// being waited for, not the idle time between requests.
+func TestResponseTimeoutLeavesIdleConnection(t *testing.T) {
+	cluster := newCluster(t)
+	ctx := testCtx(t)
+	c := dialTest(t, ctx, cluster.ListenAddrs()[0], Options{ResponseTimeout: 20 * time.Millisecond})
+	if _, err := c.Request(ctx, kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatal(err)
+	}
+	// Idle for several deadlines' worth: a long-poll fetch on another
+	// connection is a wait that needs no sleep.
+	c0 := dialTest(t, ctx, cluster.ListenAddrs()[0], Options{})
+	info, _, err := metadata(ctx, c0, testTopic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := dialTest(t, ctx, info.leaderAddr, Options{})
+	if _, err := other.Request(ctx, longPollFetch(info, 200*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Request(ctx, kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatalf("request after idling: %v", err)
+	}
+	// A long-poll allowed by the request itself outlives ResponseTimeout.
+	lp := dialTest(t, ctx, info.leaderAddr, Options{ResponseTimeout: 20 * time.Millisecond})
+	if _, err := lp.Request(ctx, longPollFetch(info, 200*time.Millisecond)); err != nil {
+		t.Fatalf("long-poll within its max wait: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -15,7 +16,8 @@ type Pending struct {
 	key            int16
 	version        int16
 	corrID         int32
-	flexibleHeader bool // response header carries tagged fields
+	flexibleHeader bool          // response header carries tagged fields
+	brokerWait     time.Duration // how long the request lets the broker wait before answering
 	done           chan struct{}
 
 	resp kmsg.Response // decoded into by the reader; valid once done is closed
@@ -24,9 +26,17 @@ type Pending struct {
 
 func newPending(req kmsg.Request) *Pending {
 	key := req.Key()
+	var brokerWait time.Duration
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		brokerWait = time.Duration(r.TimeoutMillis) * time.Millisecond
+	case *kmsg.FetchRequest:
+		brokerWait = time.Duration(r.MaxWaitMillis) * time.Millisecond
+	}
 	return &Pending{
-		key:     key,
-		version: req.GetVersion(),
+		brokerWait: brokerWait,
+		key:        key,
+		version:    req.GetVersion(),
 		// The ApiVersions response header stays v0 even when the body
 		// is flexible, so that a client that does not yet know the
 		// broker's versions can always parse it.

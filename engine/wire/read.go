@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,10 @@ func (c *Conn) readLoop() {
 		case <-c.dead:
 			c.drain()
 			return
+		}
+		if c.respWait > 0 {
+			// A failure to set it surfaces as the read's error.
+			_ = c.nc.SetReadDeadline(time.Now().Add(p.brokerWait + c.respWait))
 		}
 		resp, fatal, err := c.readResponse(br, p)
 		if fatal != nil {
