@@ -432,10 +432,18 @@ func (c *coordinator) addRemote(s *Snapshot) {
 			if have[store.PartitionRef{Mirror: name, Topic: r.Topic, Partition: r.Partition}] {
 				continue
 			}
+			errText := r.Error
+			if r.Owner == c.e.cfg.Instance && r.State != partition.Stopped {
+				// The record says this instance runs it, but it runs
+				// nothing: its shard is no longer assigned here (the
+				// instances' group was lost, as in a destination
+				// outage). The record's state is the last one written.
+				errText = "not running here: its shard is not assigned to this instance (yet, or any more: the instances' group was lost); the state shown is the last one recorded"
+			}
 			s.Mirrors[i].Partitions = append(s.Mirrors[i].Partitions, PartitionSnapshot{
 				Mirror: name, Topic: r.Topic, Partition: r.Partition, Owner: r.Owner,
 				State: r.State, PrevState: r.PrevState, Attempt: r.Attempt, NextRetry: r.NextRetry,
-				Error: r.Error, Retryable: r.Retryable,
+				Error: errText, Retryable: r.Retryable,
 				SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1, SourceEpoch: -1, SourceLeader: -1,
 				LastOffset: r.LastOffset, LastEpoch: r.LastEpoch, WriterEpoch: r.WriterEpoch,
 			})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -357,7 +358,15 @@ func TestDestinationUnavailable(t *testing.T) {
 				if joined {
 					lost := len(events.matching(engine.LevelInfo, "owning 0 of"))
 					rejoins := len(events.matching(engine.LevelWarn, "unable to join group session"))
-					return lost > 0 && rejoins >= 4, fmt.Sprintf("ownership lost %d times, %d failed rejoins", lost, rejoins)
+					// The snapshot must not pass the last records off
+					// as partitions this instance runs.
+					flagged := 0
+					for _, p := range e.partitions() {
+						if strings.Contains(p.Error, "not running here") {
+							flagged++
+						}
+					}
+					return lost > 0 && rejoins >= 4 && flagged == 3, fmt.Sprintf("ownership lost %d times, %d failed rejoins, %d partitions shown as not running: %s", lost, rejoins, flagged, e.describe())
 				}
 				retried, noticed := 0, 0
 				for _, p := range e.partitions() {
@@ -375,6 +384,14 @@ func TestDestinationUnavailable(t *testing.T) {
 			enginetest.Produce(t, cl, "outage", 3, 100, "after")
 			if joined {
 				e.waitAll(3, partition.Mirroring)
+				enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+					for _, p := range e.partitions() {
+						if p.Error != "" {
+							return false, e.describe()
+						}
+					}
+					return true, ""
+				})
 			}
 			e.waitCaughtUp("outage")
 			t.Logf("caught up %s after the outage began", time.Since(start).Round(time.Millisecond))
