@@ -17,22 +17,21 @@ const maxRealigns = 6
 
 // run drives the partition through the state machine until ctx ends: each
 // event goes through partition.Step, whose actions are persisted, announced
-// and executed here, one at a time.
+// and executed here, one at a time. The frames of run, doFetching,
+// fetching and mirrorNext stay on the goroutine's stack all the while a
+// partition is idle, so they are kept small; the work is in the functions
+// they call.
 func (r *runner) run(ctx context.Context, initial ...partition.Event) {
-	defer close(r.done)
-	defer func() {
-		if r.retry != nil {
-			r.retry.Stop()
-		}
-	}()
-	r.stats.setStatus(r.st)
-	for _, ev := range initial {
-		r.step(ctx, ev)
-	}
+	r.begin(ctx, initial)
 	for ctx.Err() == nil {
-		if r.work != nil {
-			work := r.work
-			if ev := r.do(ctx, work); ev != nil {
+		if work := r.work; work != nil {
+			var ev partition.Event
+			if _, ok := work.(partition.StartFetching); ok {
+				ev = r.doFetching(ctx)
+			} else {
+				ev = r.do(ctx, work)
+			}
+			if ev != nil {
 				if r.work == work {
 					r.work = nil
 				}
@@ -40,22 +39,45 @@ func (r *runner) run(ctx context.Context, initial ...partition.Event) {
 			}
 			continue
 		}
-		var retry <-chan time.Time
-		if r.retry != nil {
-			retry = r.retry.C
-		}
-		select {
-		case <-ctx.Done():
-		case ev := <-r.ctl:
-			r.step(ctx, ev)
-		case err := <-r.faults:
-			r.step(ctx, r.errorEvent(r.st.StateEpoch, err))
-		case <-retry:
-			r.retry = nil
-			r.step(ctx, partition.Tick{Now: r.m.e.now()})
-		}
+		r.waitEvent(ctx)
 	}
+	r.exit()
+}
+
+// begin publishes the initial status and steps the initial events.
+func (r *runner) begin(ctx context.Context, initial []partition.Event) {
+	r.stats.setStatus(r.st)
+	for _, ev := range initial {
+		r.step(ctx, ev)
+	}
+}
+
+// exit is the end of run.
+func (r *runner) exit() {
 	_ = r.drain(context.Background()) // a closing engine still learns where its last batches landed
+	if r.retry != nil {
+		r.retry.Stop()
+	}
+	close(r.done)
+}
+
+// waitEvent waits for an operator event, a failure or a due retry while no
+// work is in progress, and steps it.
+func (r *runner) waitEvent(ctx context.Context) {
+	var retry <-chan time.Time
+	if r.retry != nil {
+		retry = r.retry.C
+	}
+	select {
+	case <-ctx.Done():
+	case ev := <-r.ctl:
+		r.step(ctx, ev)
+	case err := <-r.faults:
+		r.step(ctx, r.errorEvent(r.st.StateEpoch, err))
+	case <-retry:
+		r.retry = nil
+		r.step(ctx, partition.Tick{Now: r.m.e.now()})
+	}
 }
 
 // inject reports a failure found outside the runner; it fails the partition
@@ -134,28 +156,82 @@ func isCommand(ev partition.Event) bool {
 	return false
 }
 
-// do runs one work action and returns its result event, or nil when an
-// operator event interrupted it (the event has then been stepped; if it was
-// rejected the same work runs again).
+// do runs one work action other than MIRRORING (see doFetching) and
+// returns its result event, or nil when an operator event interrupted it
+// (the event has then been stepped; if it was rejected the same work runs
+// again).
 func (r *runner) do(ctx context.Context, work partition.Action) partition.Event {
 	epoch := r.st.StateEpoch
+	wctx, cancel := r.startWork(ctx)
+	defer r.endWork(cancel)
+	if r.stepPending(ctx) { // an event that arrived before the work started
+		return nil
+	}
+	result, err := r.perform(ctx, wctx, work, epoch)
+	return r.workDone(ctx, wctx.Err() != nil, epoch, result, err)
+}
+
+// doFetching is do for MIRRORING, which lasts as long as the partition is
+// healthy: its frame, on the stack all that time, is kept small.
+func (r *runner) doFetching(ctx context.Context) partition.Event {
+	epoch := r.st.StateEpoch
+	wctx, cancel := r.startWork(ctx)
+	if r.stepPending(ctx) { // an event that arrived before the work started
+		r.endWork(cancel)
+		return nil
+	}
+	err := r.fetching(wctx)
+	interrupted := wctx.Err() != nil
+	r.endWork(cancel)
+	return r.fetchingDone(ctx, interrupted, epoch, err)
+}
+
+// fetchingDone is workDone for MIRRORING.
+func (r *runner) fetchingDone(ctx context.Context, interrupted bool, epoch int64, err error) partition.Event {
+	if errors.Is(err, ErrULE) {
+		return r.workDone(ctx, interrupted, epoch, r.uleDetected(epoch, err), nil)
+	}
+	return r.workDone(ctx, interrupted, epoch, nil, err)
+}
+
+// startWork returns the context of one work action, which send cancels.
+func (r *runner) startWork(ctx context.Context) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancel(ctx)
+	r.setCancelWork(cancel)
+	return wctx, cancel
+}
+
+// stepPending steps an operator event that is waiting, if any.
+func (r *runner) stepPending(ctx context.Context) bool {
+	select {
+	case ev := <-r.ctl:
+		r.step(ctx, ev)
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *runner) setCancelWork(cancel context.CancelFunc) {
 	r.workMu.Lock()
 	r.cancelWork = cancel
 	r.workMu.Unlock()
-	defer func() {
-		r.workMu.Lock()
-		r.cancelWork = nil
-		r.workMu.Unlock()
-		cancel()
-	}()
-	select { // an event that arrived before the work started
-	case ev := <-r.ctl:
-		r.step(ctx, ev)
-		return nil
-	default:
-	}
+}
 
+// endWork ends the work context of do.
+func (r *runner) endWork(cancel context.CancelFunc) {
+	r.setCancelWork(nil)
+	cancel()
+}
+
+// uleDetected is the event of a source unclean election found by work.
+func (r *runner) uleDetected(epoch int64, err error) partition.Event {
+	return partition.ULEDetected{Epoch: epoch, Enabled: r.m.cfg.UncleanRecovery, Reason: err.Error()}
+}
+
+// perform runs a work action other than MIRRORING (doFetching runs that
+// one).
+func (r *runner) perform(ctx, wctx context.Context, work partition.Action, epoch int64) (partition.Event, error) {
 	var err error
 	var result partition.Event
 	switch work.(type) {
@@ -167,7 +243,7 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 			}
 			result = partition.Aligned{Epoch: epoch, Mode: mode}
 		} else if errors.Is(err, ErrULE) {
-			result, err = partition.ULEDetected{Epoch: epoch, Enabled: r.m.cfg.UncleanRecovery, Reason: err.Error()}, nil
+			result, err = r.uleDetected(epoch, err), nil
 		} else if errors.Is(err, ErrDiverged) {
 			// The state machine decides: FAILED, or a rebuild when the
 			// operator allowed one.
@@ -176,10 +252,6 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 	case partition.StartFencing:
 		if err = r.fence(wctx); err == nil {
 			result = partition.Fenced{Epoch: epoch, WriterID: r.writer.ProducerID, WriterEpoch: r.writer.ProducerEpoch}
-		}
-	case partition.StartFetching:
-		if err = r.fetching(wctx); errors.Is(err, ErrULE) {
-			result, err = partition.ULEDetected{Epoch: epoch, Enabled: r.m.cfg.UncleanRecovery, Reason: err.Error()}, nil
 		}
 	case partition.RemoveFetcher:
 		r.dropFetch()
@@ -199,15 +271,16 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 			result = partition.ULERecovered{Epoch: epoch}
 		}
 	}
+	return result, err
+}
+
+// workDone decides what do returns once its work has ended.
+func (r *runner) workDone(ctx context.Context, interrupted bool, epoch int64, result partition.Event, err error) partition.Event {
 	if ctx.Err() != nil {
 		return nil
 	}
-	if wctx.Err() != nil { // interrupted by an operator event
-		select {
-		case ev := <-r.ctl:
-			r.step(ctx, ev)
-		default:
-		}
+	if interrupted { // by an operator event
+		r.stepPending(ctx)
 		return nil
 	}
 	if err != nil {
@@ -222,36 +295,47 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 // or a real fault ends it.
 func (r *runner) fetching(ctx context.Context) error {
 	for {
-		err := r.mirror(ctx)
+		err := r.startMirroring(ctx)
+		for err == nil {
+			err = r.mirrorNext(ctx)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if !errors.Is(err, errRealign) {
 			return err
 		}
-		for {
-			if derr := r.drain(ctx); derr != nil && !errors.Is(derr, errRealign) {
-				return derr
-			}
-			r.dropFetch()
-			r.attempt++
-			if r.attempt > maxRealigns {
-				return err
-			}
-			r.stats.setError(err.Error(), true)
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "realigning: "+err.Error())
-			if !r.wait(ctx, r.backoff()) {
-				return ctx.Err()
-			}
-			if err = r.align(ctx); err == nil {
-				err = r.fence(ctx)
-			}
-			if err == nil {
-				break
-			}
-			if !isTransient(err) {
-				return err
-			}
+		if err := r.realign(ctx, err); err != nil {
+			return err
+		}
+	}
+}
+
+// realign goes back to the destination's log end after err, with backoff,
+// until alignment and fencing succeed or the attempts run out.
+func (r *runner) realign(ctx context.Context, err error) error {
+	for {
+		if derr := r.drain(ctx); derr != nil && !errors.Is(derr, errRealign) {
+			return derr
+		}
+		r.dropFetch()
+		r.attempt++
+		if r.attempt > maxRealigns {
+			return err
+		}
+		r.stats.setError(err.Error(), true)
+		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "realigning: "+err.Error())
+		if !r.wait(ctx, r.backoff()) {
+			return ctx.Err()
+		}
+		if err = r.align(ctx); err == nil {
+			err = r.fence(ctx)
+		}
+		if err == nil {
+			return nil
+		}
+		if !isTransient(err) {
+			return err
 		}
 	}
 }

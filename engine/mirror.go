@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -111,6 +112,42 @@ type mirror struct {
 	bucket   *throttle.Bucket // nil: unthrottled
 
 	shareSkip string // why share groups were not synced, "" if they were; guarded by mu
+
+	// topicCtx ends the runners of one topic (removeTopic). One context
+	// per topic rather than per runner: a context costs a few hundred
+	// bytes, and thousands of idle partitions would each carry one.
+	topicCtx map[string]topicCancel // guarded by mu
+
+	// checked is closed by the watcher once it has left new destination
+	// log ends in the runners' stats: one channel for all runners instead
+	// of one per partition.
+	checked atomic.Pointer[chan struct{}]
+}
+
+// topicCancel is the context of one topic's runners.
+type topicCancel struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// checkSignal returns the channel closed when the watcher next leaves
+// destination log ends in the stats. A runner takes it before looking at
+// its stats, so an end left after the look closes the channel it holds.
+func (m *mirror) checkSignal() <-chan struct{} {
+	for {
+		if p := m.checked.Load(); p != nil {
+			return *p
+		}
+		ch := make(chan struct{})
+		m.checked.CompareAndSwap(nil, &ch)
+	}
+}
+
+// signalChecked wakes the runners waiting on checkSignal.
+func (m *mirror) signalChecked() {
+	if p := m.checked.Swap(nil); p != nil {
+		close(*p)
+	}
 }
 
 // runner returns the runner of a partition, nil if none.
@@ -180,8 +217,15 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		stats.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		r := newRunner(m, topic, p, stats, init.status)
 		r.persist, r.restoredTxns, r.gapFill = persist, init.txns, m.cfg.GapFill
-		rctx, cancel := context.WithCancel(m.ctx)
-		r.cancel = cancel
+		tc, ok := m.topicCtx[topic]
+		if !ok {
+			tc.ctx, tc.cancel = context.WithCancel(m.ctx)
+			if m.topicCtx == nil {
+				m.topicCtx = make(map[string]topicCancel)
+			}
+			m.topicCtx[topic] = tc
+		}
+		rctx := tc.ctx
 		m.runs[tp{topic, p}] = r
 		if !slices.Contains(m.topics, topic) {
 			m.topics = append(m.topics, topic)
@@ -244,9 +288,11 @@ func (m *mirror) removeTopic(topic string) {
 		}
 	}
 	m.topics = slices.DeleteFunc(m.topics, func(t string) bool { return t == topic })
+	tc, ok := m.topicCtx[topic]
+	delete(m.topicCtx, topic)
 	m.mu.Unlock()
-	for _, r := range rs {
-		r.cancel()
+	if ok {
+		tc.cancel()
 	}
 	for _, r := range rs {
 		<-r.done
@@ -336,14 +382,9 @@ func (m *mirror) watch(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			if r.stats.snapshot().State != partition.Mirroring {
-				r.stats.setDestEnd(end) // nobody else refreshes it there
-			}
-			select {
-			case r.stats.checkEnd <- observedEnd{end: end, at: now}:
-			default: // the runner has not taken the previous one yet
-			}
+			r.stats.observeEnd(observedEnd{end: end, at: now})
 		}
+		m.signalChecked()
 	}
 }
 

@@ -19,10 +19,12 @@ type partStats struct {
 	rateAt               time.Time
 	rateBytes, rateBatch int64
 
-	// checkEnd carries destination log ends observed by the mirror's
-	// ticker to the runner, which alone can tell a foreign write from its
-	// own appends.
-	checkEnd chan observedEnd
+	// end is the destination log end last observed by the mirror's
+	// watcher, for the runner, which alone can tell a foreign write from
+	// its own appends; hasEnd until the runner takes it. The watcher
+	// signals new ends on mirror.checkSignal.
+	end    observedEnd
+	hasEnd bool
 }
 
 func newPartStats(mirror, topic string, p int32) *partStats {
@@ -32,7 +34,6 @@ func newPartStats(mirror, topic string, p int32) *partStats {
 			SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1,
 			SourceEpoch: -1, SourceLeader: -1, LastOffset: -1, LastEpoch: -1,
 		},
-		checkEnd: make(chan observedEnd, 1),
 	}
 }
 
@@ -173,6 +174,36 @@ func (s *partStats) restore(lastOffset int64, lastEpoch int32, lineage []EpochSt
 type observedEnd struct {
 	end int64
 	at  time.Time
+}
+
+// observeEnd leaves a destination log end read by the watcher for the
+// runner. Outside MIRRORING it is also the published end: nobody else
+// refreshes it there.
+func (s *partStats) observeEnd(o observedEnd) {
+	s.mu.Lock()
+	if s.ps.State != partition.Mirroring {
+		s.ps.DestLogEnd = o.end
+	}
+	s.end, s.hasEnd = o, true
+	s.mu.Unlock()
+}
+
+// endWaiting reports whether a destination log end waits for takeEnd.
+func (s *partStats) endWaiting() bool {
+	s.mu.Lock()
+	ok := s.hasEnd
+	s.mu.Unlock()
+	return ok
+}
+
+// takeEnd returns the destination log end observed since the last call,
+// if any.
+func (s *partStats) takeEnd() (observedEnd, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.end, s.hasEnd
+	s.hasEnd = false
+	return o, ok
 }
 
 // sourceUnknown marks the source's offsets unknown (unreachable source).
