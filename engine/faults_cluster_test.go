@@ -437,3 +437,48 @@ func TestDestinationProduceHangs(t *testing.T) {
 	e.waitCaughtUp("stuck")
 	e.assertIdentical("stuck")
 }
+
+// TestCloseWhileProduceHangs: Close returns while a destination Produce
+// hangs (default request timeout: the connection would be given up only
+// after 45 s), and a new engine resumes identical.
+func TestCloseWhileProduceHangs(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "stuck", 2, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "stuck", 2, 100, "first")
+	e.startMirror("stuck")
+	e.waitCaughtUp("stuck")
+
+	var swallowed atomic.Int32
+	stuck := producesTopic(e.dst, "stuck")
+	e.dst.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !stuck(req) {
+			e.dst.KeepControl()
+			return nil, nil, false
+		}
+		swallowed.Add(1)
+		e.dst.DropControl()
+		return nil, nil, true
+	})
+	enginetest.Produce(t, cl, "stuck", 2, 100, "hung")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return swallowed.Load() == 1, "no produce swallowed"
+	})
+	closed := make(chan struct{})
+	go func() {
+		e.eng.Close()
+		close(closed)
+	}()
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		select {
+		case <-closed:
+			return true, ""
+		default:
+			return false, "Close still waiting for the hung produce"
+		}
+	})
+	e.startEngine()
+	e.startMirror("stuck")
+	e.waitCaughtUp("stuck")
+	e.assertIdentical("stuck")
+}

@@ -53,8 +53,18 @@ func (r *runner) begin(ctx context.Context, initial []partition.Event) {
 }
 
 // exit is the end of run.
+// exitDrainTimeout bounds how long a stopping runner waits for the answers
+// to its batches in flight.
+const exitDrainTimeout = 5 * time.Second
+
 func (r *runner) exit() {
-	_ = r.drain(context.Background()) // a closing engine still learns where its last batches landed
+	// A closing engine still learns where its last batches landed, but a
+	// destination that stopped answering must not hold Close for the
+	// connections' whole response timeout: the next start realigns from
+	// the destination log end anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), exitDrainTimeout)
+	_ = r.drain(ctx)
+	cancel()
 	if r.retry != nil {
 		r.retry.Stop()
 	}
