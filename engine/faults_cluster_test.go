@@ -403,6 +403,34 @@ func TestDestinationUnavailable(t *testing.T) {
 	}
 }
 
+// hangProduce mirrors topic, caught up, then has the destination take the
+// next Produce for it and never answer it nor anything after it on that
+// connection (a hung broker), with more records waiting on the source.
+func hangProduce(t *testing.T, e *env, topic string, partitions int32) {
+	t.Helper()
+	e.src.CreateTopic(t, topic, partitions, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, topic, partitions, 100, "first")
+	e.startMirror(topic)
+	e.waitCaughtUp(topic)
+
+	var swallowed atomic.Int32
+	hung := producesTopic(e.dst, topic)
+	e.dst.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !hung(req) {
+			e.dst.KeepControl()
+			return nil, nil, false
+		}
+		swallowed.Add(1)
+		e.dst.DropControl()
+		return nil, nil, true
+	})
+	enginetest.Produce(t, cl, topic, partitions, 100, "hung")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return swallowed.Load() == 1, "no produce swallowed"
+	})
+}
+
 // TestDestinationProduceHangs: the destination broker takes one Produce and
 // never answers it, nor anything after it on that connection (a hung
 // broker). The connection is given up once the request is overdue by half
@@ -413,27 +441,7 @@ func TestDestinationProduceHangs(t *testing.T) {
 	e.eng.Close()
 	e.engCfg = func(c *engine.Config) { c.RequestTimeout = 2 * time.Second }
 	e.startEngine()
-	e.src.CreateTopic(t, "stuck", 3, nil)
-	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
-	enginetest.Produce(t, cl, "stuck", 3, 100, "first")
-	e.startMirror("stuck")
-	e.waitCaughtUp("stuck")
-
-	var swallowed atomic.Int32
-	stuck := producesTopic(e.dst, "stuck")
-	e.dst.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if !stuck(req) {
-			e.dst.KeepControl()
-			return nil, nil, false
-		}
-		swallowed.Add(1)
-		e.dst.DropControl()
-		return nil, nil, true
-	})
-	enginetest.Produce(t, cl, "stuck", 3, 100, "hung")
-	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		return swallowed.Load() == 1, "no produce swallowed"
-	})
+	hangProduce(t, e, "stuck", 3)
 	e.waitCaughtUp("stuck")
 	e.assertIdentical("stuck")
 }
@@ -443,27 +451,7 @@ func TestDestinationProduceHangs(t *testing.T) {
 // after 45 s), and a new engine resumes identical.
 func TestCloseWhileProduceHangs(t *testing.T) {
 	e := newEnv(t)
-	e.src.CreateTopic(t, "stuck", 2, nil)
-	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
-	enginetest.Produce(t, cl, "stuck", 2, 100, "first")
-	e.startMirror("stuck")
-	e.waitCaughtUp("stuck")
-
-	var swallowed atomic.Int32
-	stuck := producesTopic(e.dst, "stuck")
-	e.dst.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if !stuck(req) {
-			e.dst.KeepControl()
-			return nil, nil, false
-		}
-		swallowed.Add(1)
-		e.dst.DropControl()
-		return nil, nil, true
-	})
-	enginetest.Produce(t, cl, "stuck", 2, 100, "hung")
-	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		return swallowed.Load() == 1, "no produce swallowed"
-	})
+	hangProduce(t, e, "stuck", 2)
 	closed := make(chan struct{})
 	go func() {
 		e.eng.Close()

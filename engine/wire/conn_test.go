@@ -394,16 +394,19 @@ func writeFrame(w io.Writer, corr int32, body []byte) {
 	w.Write(append(buf, body...))
 }
 
-func dialFake(t *testing.T, f *fakeBroker) *Conn {
+func dialFake(t *testing.T, f *fakeBroker) *Conn { return dialFakeWith(t, f, Options{}) }
+
+// dialFakeWith dials f with opts (their Dialer replaced by f's pipe).
+func dialFakeWith(t *testing.T, f *fakeBroker, opts Options) *Conn {
 	t.Helper()
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
-	dialer := func(context.Context, string, string) (net.Conn, error) {
+	opts.Dialer = func(context.Context, string, string) (net.Conn, error) {
 		client, server := net.Pipe()
 		wg.Go(func() { f.serve(server) })
 		return client, nil
 	}
-	return dialTest(t, testCtx(t), "fake:9092", Options{Dialer: dialer})
+	return dialTest(t, testCtx(t), "fake:9092", opts)
 }
 
 func TestCorrelationMismatchIsFatal(t *testing.T) {
@@ -485,15 +488,8 @@ func TestSkipTags(t *testing.T) {
 // ResponseTimeout, failing every pending request with ErrConnClosed,
 // instead of holding them for as long as the socket stays open.
 func TestResponseTimeoutFailsSilentBroker(t *testing.T) {
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	f := &fakeBroker{answer: func(io.Writer, int16, int16, int32) {}} // never answers
-	dialer := func(context.Context, string, string) (net.Conn, error) {
-		client, server := net.Pipe()
-		wg.Go(func() { f.serve(server) })
-		return client, nil
-	}
-	c := dialTest(t, testCtx(t), "fake:9092", Options{Dialer: dialer, ResponseTimeout: 50 * time.Millisecond})
+	never := &fakeBroker{answer: func(io.Writer, int16, int16, int32) {}}
+	c := dialFakeWith(t, never, Options{ResponseTimeout: 50 * time.Millisecond})
 	p1, err := c.Issue(kmsg.NewPtrMetadataRequest())
 	if err != nil {
 		t.Fatal(err)
