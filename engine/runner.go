@@ -60,6 +60,8 @@ type runner struct {
 	openTxns     int            // open mirrored transactions last persisted
 	gapFill      bool           // mirror.gap.policy=fill
 	alignedAt    time.Time      // when the destination log end was last read by alignment
+	ackMark      int64          // acked when the last destination check was taken...
+	ackMarkAt    time.Time      // ...at this time: a lower bound of what was acked before the next check was read
 	srcHWM       int64          // source high watermark from the last fetch answer, -1 before the first
 	failbackFrom string         // the forward mirror this partition fails back from, once found
 }
@@ -165,15 +167,21 @@ func (r *runner) checkEnd() error {
 	if r.txm != nil {
 		r.txm.ReleaseIdle(r.m.e.now(), idleTxnProducer)
 	}
+	mark, markAt := r.ackMark, r.ackMarkAt
+	r.ackMark, r.ackMarkAt = r.acked, r.m.e.now()
 	switch {
 	case o.at.Before(r.alignedAt):
 		// observed before the last alignment: says nothing now
 	case o.end > r.pos:
+		// pos only grows, so the end read earlier is beyond it then too.
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: o.end, Cause: ErrForeignWrite}
-	case o.end < r.acked:
+	case !markAt.Before(r.alignedAt) && markAt.Before(o.at) && o.end < mark:
 		// The destination lost acknowledged records: the topic was
 		// deleted and recreated (a rebuild) or truncated. Align again.
-		return fmt.Errorf("%w: destination log end %d is below the %d records already mirrored", errRealign, o.end, r.acked)
+		// Compared with what was acked before the end was read, not
+		// with acked now: an append acknowledged after the broker
+		// answered the check is not a loss.
+		return fmt.Errorf("%w: destination log end %d is below the %d records already mirrored", errRealign, o.end, mark)
 	}
 	return nil
 }
