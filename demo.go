@@ -153,6 +153,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	}
 	switch {
 	case *script:
+		// An operator starts the drill once the mirror has settled;
+		// unattended, wait for what preflight checks: the group's
+		// offsets synced to B at least once.
+		waitGroupSynced(ctx, env.eng, sandbox.GroupID, *stepTimeout, stdout)
 		return runDrillScript(ctx, newDrill, stdout, stderr)
 	case *headless:
 		return demoHeadless(ctx, env.eng, stdout)
@@ -217,6 +221,38 @@ func orNone(names []string) string {
 		return "no mirror"
 	}
 	return strings.Join(names, ", ")
+}
+
+// waitGroupSynced waits, at most timeout, until the demo mirror has synced
+// group's offsets to B once; preflight reports it either way.
+func waitGroupSynced(ctx context.Context, eng *engine.Engine, group string, timeout time.Duration, stdout io.Writer) {
+	synced := func() bool {
+		for _, m := range eng.Snapshot().Mirrors {
+			for _, g := range m.Groups {
+				if m.Name == demoMirror && g.Group == group && !g.LastSync.IsZero() {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if synced() {
+		return
+	}
+	fmt.Fprintf(stdout, "waiting for the first offset sync of group %s to B\n", group)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !synced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // runDrillScript runs every drill step unattended.
