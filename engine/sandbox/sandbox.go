@@ -184,13 +184,7 @@ func (s *Sandbox) MoveClients(side Side) error {
 
 // StopClients stops the producers and the consumer.
 func (s *Sandbox) StopClients() {
-	s.mu.Lock()
-	tr := s.traffic
-	s.traffic = nil
-	s.mu.Unlock()
-	if tr != nil {
-		tr.Stop()
-	}
+	s.StopProducers()
 	s.consumer.stop()
 }
 

@@ -448,14 +448,7 @@ func TestUndecodableResponseFailsOnlyItsRequest(t *testing.T) {
 		writeFrame(w, corr, body)
 	}})
 	ctx := testCtx(t)
-	p1, err := c.Issue(kmsg.NewPtrMetadataRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2, err := c.Issue(kmsg.NewPtrMetadataRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p1, p2 := issueTwoMetadata(t, c)
 	if _, err := p1.Wait(ctx); err == nil || errors.Is(err, ErrConnClosed) {
 		t.Fatalf("truncated response: err = %v, want a decode error", err)
 	}
@@ -490,14 +483,7 @@ func TestSkipTags(t *testing.T) {
 func TestResponseTimeoutFailsSilentBroker(t *testing.T) {
 	never := &fakeBroker{answer: func(io.Writer, int16, int16, int32) {}}
 	c := dialFakeWith(t, never, Options{ResponseTimeout: 50 * time.Millisecond})
-	p1, err := c.Issue(kmsg.NewPtrMetadataRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2, err := c.Issue(kmsg.NewPtrMetadataRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p1, p2 := issueTwoMetadata(t, c)
 	for i, p := range []*Pending{p1, p2} {
 		if _, err := p.Wait(testCtx(t)); !errors.Is(err, ErrConnClosed) || !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("pending %d: err = %v, want ErrConnClosed after the response deadline", i, err)
@@ -538,4 +524,18 @@ func TestResponseTimeoutLeavesIdleConnection(t *testing.T) {
 	if _, err := lp.Request(ctx, longPollFetch(info, 200*time.Millisecond)); err != nil {
 		t.Fatalf("long-poll within its max wait: %v", err)
 	}
+}
+
+// issueTwoMetadata issues two Metadata requests on c without waiting.
+func issueTwoMetadata(t *testing.T, c *Conn) (*Pending, *Pending) {
+	t.Helper()
+	var ps [2]*Pending
+	for i := range ps {
+		p, err := c.Issue(kmsg.NewPtrMetadataRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = p
+	}
+	return ps[0], ps[1]
 }
