@@ -228,30 +228,17 @@ func orNone(names []string) string {
 func waitGroupSynced(ctx context.Context, eng *engine.Engine, group string, timeout time.Duration, stdout io.Writer) {
 	synced := func() bool {
 		for _, m := range eng.Snapshot().Mirrors {
-			for _, g := range m.Groups {
-				if m.Name == demoMirror && g.Group == group && !g.LastSync.IsZero() {
-					return true
-				}
+			if m.Name == demoMirror && slices.ContainsFunc(m.Groups, func(g engine.GroupSnapshot) bool {
+				return g.Group == group && !g.LastSync.IsZero()
+			}) {
+				return true
 			}
 		}
 		return false
 	}
-	if synced() {
-		return
-	}
-	fmt.Fprintf(stdout, "waiting for the first offset sync of group %s to B\n", group)
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for !synced() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			return
-		case <-t.C:
-		}
+	if !synced() {
+		fmt.Fprintf(stdout, "waiting for the first offset sync of group %s to B\n", group)
+		drill.WaitFor(ctx, timeout, 100*time.Millisecond, synced)
 	}
 }
 

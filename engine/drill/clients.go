@@ -38,7 +38,7 @@ func (t *sandboxTarget) switchClients(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("move clients to B: %w", err)
 	}
 	r.line("producers and consumer group now point at B (%s)", sb.Bootstrap(sandbox.SideB)[0])
-	ok := waitFor(ctx, d.cfg.StepTimeout, 50*time.Millisecond, func() bool {
+	ok := WaitFor(ctx, d.cfg.StepTimeout, 50*time.Millisecond, func() bool {
 		d.m.firstProduceB = sb.Ledger().FirstAck(sandbox.SideB, d.m.outageAt)
 		d.m.firstConsumeB = sb.Consumer().FirstProcessed(sandbox.SideB)
 		return !d.m.firstProduceB.IsZero() && !d.m.firstConsumeB.IsZero()
@@ -161,7 +161,7 @@ func (t *sandboxTarget) verify(ctx context.Context, r *stepRun) error {
 		return n
 	}
 	waitStart := d.cfg.Now()
-	caughtUp := waitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool { return missing() == 0 })
+	caughtUp := WaitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool { return missing() == 0 })
 	r.line("group caught up on B in %s", d.cfg.Now().Sub(waitStart).Round(time.Millisecond))
 	sb.StopClients()
 	t.duplicates, t.gaps = 0, int64(missing())

@@ -316,8 +316,9 @@ func (r *stepRun) confirmed() time.Time {
 	return r.d.steps[r.i].Confirmed
 }
 
-// waitFor polls cond every interval until it holds, ctx ends or timeout.
-func waitFor(ctx context.Context, timeout, interval time.Duration, cond func() bool) bool {
+// WaitFor polls cond every interval until it holds, ctx ends or timeout,
+// and reports whether it held.
+func WaitFor(ctx context.Context, timeout, interval time.Duration, cond func() bool) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tk := time.NewTicker(interval)

@@ -39,7 +39,7 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 	}
 	topics := sandbox.TopicNames()
 	var aEnds offsets
-	if !waitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, func() bool {
+	if !WaitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, func() bool {
 		var err error
 		aEnds, err = endOffsets(ctx, t.side(sandbox.SideA), topics)
 		return err == nil
@@ -90,7 +90,11 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 	for _, tp := range topics {
 		for p := int32(0); p < int32(len(bEnds[tp])); p++ {
 			k := ptKey(tp, p)
-			fp := planPartition(tp, p, lme, aEnds[tp][p], bEnds[tp][p])
+			l, ok := lme[k]
+			if !ok {
+				l = -1
+			}
+			fp := planPartition(tp, p, l, aEnds[tp][p], bEnds[tp][p])
 			plan[k] = fp
 			order = append(order, k)
 			r.line("%-12s LME %d, A ends %d, B ends %d: %s", k, fp.LME, fp.AEnd, fp.BEnd, expectText(fp))
@@ -98,6 +102,9 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 	}
 	settled := func() bool {
 		ok := true
+		// A's ends once per look, for every caught-up check below; a
+		// failed read leaves nothing settled.
+		nowA, errA := endOffsets(ctx, t.side(sandbox.SideA), topics)
 		for _, m := range eng.Snapshot().Mirrors {
 			if m.Name != d.cfg.Reverse {
 				continue
@@ -115,12 +122,12 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 			case "diverged":
 				ok = ok && fp.State == partition.Failed.String()
 			default:
-				ok = ok && fp.State == partition.Mirroring.String() && t.aEnd(ctx, fp) >= fp.BEnd
+				ok = ok && fp.State == partition.Mirroring.String() && errA == nil && nowA[fp.Topic][fp.Partition] >= fp.BEnd
 			}
 		}
 		return ok
 	}
-	done := waitFor(ctx, d.cfg.StepTimeout, 500*time.Millisecond, settled)
+	done := WaitFor(ctx, d.cfg.StepTimeout, 500*time.Millisecond, settled)
 	d.m.failback = d.m.failback[:0]
 	var wrong []string
 	for _, k := range order {
@@ -133,23 +140,12 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 			wrong = append(wrong, k)
 		}
 	}
-	d.m.failbackRan = true
 	if !done {
 		d.m.anomaly("failback: %d partitions did not reach the expected state within %s: %s", len(wrong), d.cfg.StepTimeout, strings.Join(wrong, ", "))
 		return fmt.Errorf("%d partitions of %s did not catch up or fail as diverged within %s: %s",
 			len(wrong), d.cfg.Reverse, d.cfg.StepTimeout, strings.Join(wrong, ", "))
 	}
 	return nil
-}
-
-// aEnd reads A's current log end of one partition (-1 when unknown). It
-// is only called while waiting, on partitions the engine says MIRRORING.
-func (t *sandboxTarget) aEnd(ctx context.Context, fp *FailbackPartition) int64 {
-	e, err := endOffsets(ctx, t.side(sandbox.SideA), []string{fp.Topic})
-	if err != nil {
-		return -1
-	}
-	return e[fp.Topic][fp.Partition]
 }
 
 // forwardLME reads the forward mirror's last mirrored offsets from B's
@@ -175,11 +171,8 @@ func (t *sandboxTarget) forwardLME(ctx context.Context, mirror string) (map[stri
 // log ends right after the forward mirror's LME only B's delta is copied;
 // where A holds offsets beyond it (writes the failover lost) the reverse
 // mirror fails the partition as diverged.
-func planPartition(topic string, p int32, lme map[string]int64, aEnd, bEnd int64) *FailbackPartition {
-	fp := &FailbackPartition{Topic: topic, Partition: p, LME: -1, AEnd: aEnd, BEnd: bEnd}
-	if l, ok := lme[ptKey(topic, p)]; ok {
-		fp.LME = l
-	}
+func planPartition(topic string, p int32, lme, aEnd, bEnd int64) *FailbackPartition {
+	fp := &FailbackPartition{Topic: topic, Partition: p, LME: lme, AEnd: aEnd, BEnd: bEnd}
 	next := fp.LME + 1
 	switch {
 	case fp.AEnd > next:

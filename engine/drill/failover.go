@@ -15,14 +15,19 @@ import (
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
+// mirrorIn returns the forward mirror in snap.
+func (d *Drill) mirrorIn(snap engine.Snapshot) (engine.MirrorSnapshot, bool) {
+	i := slices.IndexFunc(snap.Mirrors, func(m engine.MirrorSnapshot) bool { return m.Name == d.cfg.Mirror })
+	if i < 0 {
+		return engine.MirrorSnapshot{}, false
+	}
+	return snap.Mirrors[i], true
+}
+
 // mirrorOf returns the forward mirror's partitions in snap.
 func (d *Drill) mirrorOf(snap engine.Snapshot) []engine.PartitionSnapshot {
-	for _, m := range snap.Mirrors {
-		if m.Name == d.cfg.Mirror {
-			return m.Partitions
-		}
-	}
-	return nil
+	m, _ := d.mirrorIn(snap)
+	return m.Partitions
 }
 
 func countStates(ps []engine.PartitionSnapshot) map[partition.State]int {
@@ -67,7 +72,7 @@ func (d *Drill) preflight(ctx context.Context, r *stepRun) error {
 		}
 		return len(parts) > 0
 	}
-	if !waitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, all) {
+	if !WaitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, all) {
 		return fmt.Errorf("not every partition of %s is MIRRORING after %s (%s): wait for alignment, or recover FAILED partitions first",
 			d.cfg.Mirror, d.cfg.StepTimeout, orDash(statesLine(countStates(parts))))
 	}
@@ -214,7 +219,7 @@ func (d *Drill) failover(ctx context.Context, r *stepRun) error {
 		}
 		return done
 	}
-	if !waitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, all) {
+	if !WaitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, all) {
 		return fmt.Errorf("not every partition STOPPED after %s (%s)", d.cfg.StepTimeout, statesLine(countStates(parts)))
 	}
 	d.m.stopDone = d.cfg.Now()
@@ -271,12 +276,8 @@ func (d *Drill) noteGroups(snap engine.Snapshot) {
 
 // groupsOf returns the forward mirror's group offset sync status in snap.
 func (d *Drill) groupsOf(snap engine.Snapshot) []engine.GroupSnapshot {
-	for _, m := range snap.Mirrors {
-		if m.Name == d.cfg.Mirror {
-			return m.Groups
-		}
-	}
-	return nil
+	m, _ := d.mirrorIn(snap)
+	return m.Groups
 }
 
 func topicsOf(parts []engine.PartitionSnapshot) []string {

@@ -39,10 +39,9 @@ type measurements struct {
 
 	firstProduceB, firstConsumeB time.Time
 
-	bWritable   bool
-	failback    []FailbackPartition
-	failbackRan bool
-	anomalies   []string
+	bWritable bool
+	failback  []FailbackPartition
+	anomalies []string
 }
 
 func (m *measurements) anomaly(format string, args ...any) {

@@ -141,10 +141,8 @@ func (t *realTarget) preflight(ctx context.Context, r *stepRun) error {
 	d := r.d
 	snap := d.cfg.Engine.Snapshot()
 	t.destinationName = snap.Destination.ID + " " + strings.Join(snap.Destination.Bootstrap, ",")
-	for _, m := range snap.Mirrors {
-		if m.Name == d.cfg.Mirror {
-			t.source = m.Source.ID + " " + strings.Join(m.Source.Bootstrap, ",")
-		}
+	if m, ok := d.mirrorIn(snap); ok {
+		t.source = m.Source.ID + " " + strings.Join(m.Source.Bootstrap, ",")
 	}
 	rows, err := t.describeMirror(ctx, d.cfg.Mirror)
 	if err != nil {
@@ -302,7 +300,7 @@ func (t *realTarget) switchClients(ctx context.Context, r *stepRun) error {
 		}
 		return !produceSeen.IsZero() && (!consumeSeen.IsZero() || len(synced) == 0)
 	}
-	waitFor(ctx, d.cfg.StepTimeout, t.cfg.Poll, look)
+	WaitFor(ctx, d.cfg.StepTimeout, t.cfg.Poll, look)
 	if produceSeen.IsZero() {
 		return fmt.Errorf("no new record on B's mirrored topics within %s of confirming: are the producers writing to B (%s)?",
 			d.cfg.StepTimeout, strings.Join(t.cfg.Bootstrap, ","))
@@ -545,23 +543,18 @@ func (t *realTarget) failback(ctx context.Context, r *stepRun) error {
 	if err != nil {
 		return err
 	}
-	d.m.failbackRan = true
 	d.m.failback = d.m.failback[:0]
 	if n, _ := sourceAnswers(rows); n == 0 {
 		r.line("A does not answer: no failback plan; run this step's commands once A is back with its data")
 		d.m.anomaly("failback rehearsal not planned: the source was unreachable")
 	} else {
-		lme := map[string]int64{}
-		for _, row := range rows {
-			lme[ptKey(row.Topic, row.Partition)] = row.LastMirrorOffset
-		}
 		diverged, beyond := 0, int64(0)
 		for _, row := range rows {
 			if row.SourceOffset < 0 {
 				r.line("%-12s A does not answer for it", ptKey(row.Topic, row.Partition))
 				continue
 			}
-			fp := planPartition(row.Topic, row.Partition, lme, row.SourceOffset, row.DestinationOffset)
+			fp := planPartition(row.Topic, row.Partition, row.LastMirrorOffset, row.SourceOffset, row.DestinationOffset)
 			fp.State = "planned"
 			d.m.failback = append(d.m.failback, *fp)
 			r.line("%-12s LME %d, A ends %d, B ends %d: %s", ptKey(fp.Topic, fp.Partition), fp.LME, fp.AEnd, fp.BEnd, expectText(fp))
@@ -575,10 +568,8 @@ func (t *realTarget) failback(ctx context.Context, r *stepRun) error {
 		}
 	}
 	src := "A"
-	for _, m := range d.cfg.Engine.Snapshot().Mirrors {
-		if m.Name == d.cfg.Mirror && len(m.Source.Bootstrap) > 0 {
-			src = strings.Join(m.Source.Bootstrap, ",")
-		}
+	if m, ok := d.mirrorIn(d.cfg.Engine.Snapshot()); ok && len(m.Source.Bootstrap) > 0 {
+		src = strings.Join(m.Source.Bootstrap, ",")
 	}
 	r.line("to fail back (this writes to A): with bootstrap.servers=%s in F,", strings.Join(t.cfg.Bootstrap, ","))
 	r.line("kmirror --bootstrap-server %s --create --mirror %s --mirror-config F", src, d.cfg.Reverse)

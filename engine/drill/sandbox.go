@@ -62,7 +62,7 @@ func (t *sandboxTarget) preflight(ctx context.Context, r *stepRun) error {
 
 	// Without a commit on A there is no position to compare after the
 	// switch; the demo group commits within a second of starting.
-	if !waitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool { return len(sb.Consumer().Committed(sandbox.SideA)) > 0 }) {
+	if !WaitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool { return len(sb.Consumer().Committed(sandbox.SideA)) > 0 }) {
 		return fmt.Errorf("group %s has committed nothing on A after %s: it is not processing", sandbox.GroupID, d.cfg.StepTimeout)
 	}
 	r.line("group %s is processing %s on A (commits for %d partitions)", sandbox.GroupID, sandbox.ProcessedTopic, len(sb.Consumer().Committed(sandbox.SideA)))
