@@ -113,7 +113,6 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 			groups = append(groups, g.Group)
 		}
 	}
-	slices.Sort(groups)
 	if len(groups) == 0 || len(topics) == 0 {
 		m.setGroups(GroupConsumer, nil)
 		return nil

@@ -52,11 +52,11 @@ func (r *runner) begin(ctx context.Context, initial []partition.Event) {
 	}
 }
 
-// exit is the end of run.
 // exitDrainTimeout bounds how long a stopping runner waits for the answers
 // to its batches in flight.
 const exitDrainTimeout = 5 * time.Second
 
+// exit is the end of run.
 func (r *runner) exit() {
 	// A closing engine still learns where its last batches landed, but a
 	// destination that stopped answering must not hold Close for the

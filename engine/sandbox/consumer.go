@@ -130,16 +130,6 @@ func (r *consumerRun) stop() {
 	r.cl.Close()
 }
 
-// Side returns the side the consumer reads from ("" when stopped).
-func (c *Consumer) Side() Side {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.run == nil {
-		return ""
-	}
-	return c.run.side
-}
-
 // Processed returns how many times each record id was processed.
 func (c *Consumer) Processed() map[string]int {
 	c.mu.Lock()

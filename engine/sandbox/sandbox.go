@@ -150,12 +150,6 @@ func (s *Sandbox) Ledger() *Ledger { return s.ledger }
 // Consumer returns the demo consumer group member.
 func (s *Sandbox) Consumer() *Consumer { return s.consumer }
 
-// Produced is the number of records A acknowledged so far.
-func (s *Sandbox) Produced() int64 {
-	n, _ := s.ledger.Count(SideA)
-	return n
-}
-
 // MoveClients starts the producers and the consumer on side, then stops
 // them wherever they ran before: the "switch clients" of a failover.
 // Starting first keeps the time it takes to close clients of a dead
@@ -225,13 +219,6 @@ func (s *Sandbox) RestartA() error {
 	}
 	s.A, s.aUp = a, true
 	return nil
-}
-
-// AUp reports whether cluster A is running.
-func (s *Sandbox) AUp() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.aUp
 }
 
 // Describe writes the clusters' addresses so a second terminal can reach them.

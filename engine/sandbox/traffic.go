@@ -71,14 +71,13 @@ type Traffic struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	clients []*kgo.Client
-	seq     map[string]*atomic.Int64
 }
 
 // startTraffic starts one producer per topic against bootstrap. seq carries
 // the record numbers on from an earlier Traffic so ids stay unique.
 func startTraffic(bootstrap []string, side Side, ledger *Ledger, seq map[string]*atomic.Int64) (*Traffic, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	tr := &Traffic{side: side, ledger: ledger, cancel: cancel, seq: seq}
+	tr := &Traffic{side: side, ledger: ledger, cancel: cancel}
 	for _, t := range Topics {
 		opts := []kgo.Opt{
 			kgo.SeedBrokers(bootstrap...),
