@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,19 @@ func TestQuantile(t *testing.T) {
 	}
 	if q := quantile(nil, 0.5); q != 0 {
 		t.Errorf("empty = %v", q)
+	}
+}
+
+// TestAppendExpected: a probe round trip longer than the probe's interval
+// stands for the sends the stall held back, so a stall weighs in the
+// quantiles as it would for a steady sender.
+func TestAppendExpected(t *testing.T) {
+	got := appendExpected(nil, 35*time.Millisecond, 10*time.Millisecond)
+	want := []float64{35, 25, 15, 5}
+	if !slices.Equal(got, want) {
+		t.Fatalf("35ms round trip every 10ms: got %v, want %v", got, want)
+	}
+	if got := appendExpected(nil, 4*time.Millisecond, 10*time.Millisecond); !slices.Equal(got, []float64{4}) {
+		t.Fatalf("4ms round trip: got %v, want [4]", got)
 	}
 }

@@ -33,12 +33,22 @@ type lagResult struct {
 	// gets the answer, which may be after the reader got the batch.
 	SourceP50Ms float64 `json:"source_read_p50_ms"`
 	SourceP99Ms float64 `json:"source_read_p99_ms"`
+	// How long the brokers took to acknowledge a Produce in the same
+	// window: the paced producer's batches on the source, and a probe
+	// of one small record per destination broker every 10ms. A mirrored
+	// batch waits for a destination acknowledgement before a reader of
+	// the destination can see it, so the destination's tail is part of
+	// the added lag whatever the mirror does.
+	SourceProduceP99Ms float64 `json:"source_produce_p99_ms"`
+	DestProduceP50Ms   float64 `json:"dest_produce_p50_ms"`
+	DestProduceP99Ms   float64 `json:"dest_produce_p99_ms"`
 }
 
 // sent is one paced batch: where it landed and when the source acked it.
 type sent struct {
 	base  int64
 	ackAt time.Time
+	rtt   time.Duration // from the send to the acknowledgement
 	bytes int
 }
 
@@ -109,6 +119,10 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 	measureFrom := start.Add(b.opts.lagWarmup)
 	until := measureFrom.Add(b.opts.lagDuration)
 	acks := make([][]sent, parts)
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	probed := make(chan probeResult, 1)
+	go func() { probed <- b.probeDestination(probeCtx, topic+"-probe", until) }()
 	err = forEachPartition(ctx, parts, func(ctx context.Context, p int32) error {
 		buf := slices.Clone(template)
 		var err error
@@ -117,6 +131,10 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 	})
 	if err != nil {
 		return lagResult{}, fmt.Errorf("paced producer: %w", err)
+	}
+	probe := <-probed
+	if probe.err != nil {
+		return lagResult{}, probe.err
 	}
 	// Let the readers see everything acknowledged, then stop them.
 	ends := make([]int64, parts)
@@ -138,7 +156,7 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 		}
 	}
 	res := lagResult{TargetMBPerS: rate / 1e6, BatchRecords: n, BatchInterval: float64(interval) / float64(time.Millisecond)}
-	var added, srcRead []float64
+	var added, srcRead, srcProduce []float64
 	var bytes int
 	for p, as := range acks {
 		for _, a := range as {
@@ -146,6 +164,7 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 				continue
 			}
 			bytes += a.bytes
+			srcProduce = append(srcProduce, ms(a.rtt))
 			d, ok := dstSeen.at[p][a.base]
 			if !ok {
 				res.Missing++
@@ -161,6 +180,14 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 	res.Samples = len(added)
 	res.P50AddedMs, res.P99AddedMs, res.MaxAddedMs = quantile(added, 0.5), quantile(added, 0.99), quantile(added, 1)
 	res.SourceP50Ms, res.SourceP99Ms = quantile(srcRead, 0.5), quantile(srcRead, 0.99)
+	res.SourceProduceP99Ms = quantile(srcProduce, 0.99)
+	var dstProduce []float64
+	for _, a := range probe.acks {
+		if !a.ackAt.Before(measureFrom) {
+			dstProduce = appendExpected(dstProduce, a.rtt, probeInterval)
+		}
+	}
+	res.DestProduceP50Ms, res.DestProduceP99Ms = quantile(dstProduce, 0.5), quantile(dstProduce, 0.99)
 	if werr != nil && res.Samples == 0 {
 		return res, fmt.Errorf("lag: %w", werr)
 	}
@@ -230,13 +257,68 @@ func pace(ctx context.Context, cl *kgo.Client, l layout, p int32, buf []byte, in
 		if err != nil {
 			return out, err
 		}
-		out = append(out, sent{base: base, ackAt: time.Now(), bytes: len(buf)})
+		ackAt := time.Now()
+		out = append(out, sent{base: base, ackAt: ackAt, rtt: ackAt.Sub(now), bytes: len(buf)})
 		select {
 		case <-ctx.Done():
 			return out, ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// probeInterval is how often the destination probe produces to each broker.
+const probeInterval = 10 * time.Millisecond
+
+// appendExpected appends a round trip to xs, in ms, with the samples a
+// stall kept from being taken: the probe sends again only once answered,
+// so a 100ms stall yields one sample where a steady sender would have
+// seen ten, at 100, 90, ... 10ms. Without them the probe would
+// under-count exactly the stalls it is there to show.
+func appendExpected(xs []float64, rtt, every time.Duration) []float64 {
+	xs = append(xs, ms(rtt))
+	for d := rtt - every; d > 0; d -= every {
+		xs = append(xs, ms(d))
+	}
+	return xs
+}
+
+// probeResult is what probeDestination measured.
+type probeResult struct {
+	acks []sent
+	err  error
+}
+
+// probeDestination produces one small record to every destination broker
+// every 10ms until until, on a topic of its own with a partition led by
+// each broker, and returns each acknowledgement's round trip: how the
+// destination answers Produce requests while the mirror appends to it.
+func (b *bench) probeDestination(ctx context.Context, topic string, until time.Time) probeResult {
+	l, err := createTopic(ctx, b.dstCl, topic, int32(b.opts.brokers), nil)
+	if err != nil {
+		return probeResult{err: fmt.Errorf("probe topic: %w", err)}
+	}
+	defer func() { _ = deleteTopics(context.WithoutCancel(ctx), b.dstCl, topic) }()
+	record, err := batch.Build(kgo.NoCompression(), time.Now().UnixMilli(), anonymousWriter, []batch.Record{{Value: []byte("probe")}})
+	if err != nil {
+		return probeResult{err: fmt.Errorf("probe batch: %w", err)}
+	}
+	// One partition per leading broker; kfake may lead several
+	// partitions from one broker and none from another.
+	var parts []int32
+	for _, ps := range l.byLeader() {
+		parts = append(parts, ps[0])
+	}
+	acks := make([][]sent, len(parts))
+	err = forEachPartition(ctx, int32(len(parts)), func(ctx context.Context, i int32) error {
+		var err error
+		acks[i], err = pace(ctx, b.dstCl, l, parts[i], slices.Clone(record), probeInterval, until)
+		return err
+	})
+	if err != nil {
+		return probeResult{err: fmt.Errorf("destination probe: %w", err)}
+	}
+	return probeResult{acks: slices.Concat(acks...)}
 }
 
 // arrivals records when a reader first got each batch of a topic.

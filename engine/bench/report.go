@@ -238,6 +238,8 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Fprintf(&sb, "\nadded lag at %.1f MB/s (target %.1f, %s the engine's rate): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d batches (%d missing)\n",
 			l.AchievedMBPerS, l.TargetMBPerS, l.what, l.P50AddedMs, l.P99AddedMs, l.MaxAddedMs, l.Samples, l.Missing)
 		fmt.Fprintf(&sb, "  a reader of the source itself sees them after p50 %.2f ms, p99 %.2f ms\n", l.SourceP50Ms, l.SourceP99Ms)
+		fmt.Fprintf(&sb, "  Produce round trips in the same window: source p99 %.2f ms; destination probe p50 %.2f ms, p99 %.2f ms\n",
+			l.SourceProduceP99Ms, l.DestProduceP50Ms, l.DestProduceP99Ms)
 	}
 	if len(r.Scale) > 0 {
 		sb.WriteString("\n")
