@@ -69,6 +69,10 @@ type MirrorSnapshot struct {
 	// ShareGroupsSkipped says why share groups are not synced (a cluster
 	// without KIP-932 share groups), "" when they are or group sync is off.
 	ShareGroupsSkipped string
+
+	// Latency is how long appended batches spent in the engine and in the
+	// destination's Produce, since the mirror started here.
+	Latency MirrorLatency
 }
 
 // Snapshot is a consistent, immutable copy of the engine's state. The UI polls

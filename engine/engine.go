@@ -226,6 +226,7 @@ func (e *Engine) Snapshot() Snapshot {
 		mm.Groups, mm.ShareGroupsSkipped = slices.Clone(m.groups), m.shareSkip
 		m.mu.Unlock()
 		mm.Meta = m.metaStatus()
+		mm.Latency = m.latency()
 		s.Mirrors = append(s.Mirrors, mm)
 	}
 	if c := e.coord; c != nil {

@@ -51,6 +51,7 @@ type fetchResult struct {
 	logStart   int64
 	divergence *kmsg.FetchResponseTopicPartitionDivergingEpoch // nil unless the broker reported one
 	err        error
+	at         time.Time // when the answer arrived
 }
 
 // fetchConns is how many connections a fetcher keeps to its source broker,
@@ -352,6 +353,7 @@ func fetchRequest(job fetchJob) (*kmsg.FetchRequest, map[[16]byte]string, map[tp
 func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, byID map[[16]byte]string, idx map[tp]int) {
 	answered := make([]bool, len(wants))
 	topErr := kerr.ErrorForCode(fr.ErrorCode)
+	at := time.Now()
 	for _, t := range fr.Topics {
 		name := t.Topic
 		if name == "" { // v13+ answers by topic id
@@ -365,7 +367,7 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, byID map[[16]byte
 			}
 			answered[j] = true
 			w := wants[j]
-			res := fetchResult{gen: w.gen, offset: w.offset, records: p.RecordBatches, hwm: p.HighWatermark, logStart: p.LogStartOffset}
+			res := fetchResult{gen: w.gen, offset: w.offset, records: p.RecordBatches, hwm: p.HighWatermark, logStart: p.LogStartOffset, at: at}
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 				res.err = fmt.Errorf("fetch %s/%d at %d from source broker %d: %w", name, p.Partition, w.offset, f.key.broker, err)
 			}

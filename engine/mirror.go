@@ -122,6 +122,22 @@ type mirror struct {
 	// log ends in the runners' stats: one channel for all runners instead
 	// of one per partition.
 	checked atomic.Pointer[chan struct{}]
+
+	engineLat, produceLat latencyHist // of appended batches, see latency.go
+}
+
+// observeAppend counts the times of a batch the destination acknowledged at
+// now.
+func (m *mirror) observeAppend(f inflight, now time.Time) {
+	m.produceLat.observe(now.Sub(f.issuedAt))
+	if !f.fetchedAt.IsZero() {
+		m.engineLat.observe(f.issuedAt.Sub(f.fetchedAt))
+	}
+}
+
+// latency returns the mirror's latency histograms.
+func (m *mirror) latency() MirrorLatency {
+	return MirrorLatency{Engine: m.engineLat.snapshot(), DestinationProduce: m.produceLat.snapshot()}
 }
 
 // topicCancel is the context of one topic's runners.

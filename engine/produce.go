@@ -31,6 +31,9 @@ type inflight struct {
 	size    int64
 	maxTs   int64
 	txn     *batch.Header // the source header of a mirrored transaction's batch
+
+	fetchedAt time.Time // when the fetch answer holding it arrived; zero for fillers and markers
+	issuedAt  time.Time // when its Produce was sent
 }
 
 // issue rewrites b for the partition's writer identity and sends it to the
@@ -70,7 +73,7 @@ func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b [
 		r.m.e.conns.failed(r.dst.leader, conn, err)
 		return inflight{}, fmt.Errorf("%w: produce to destination broker %d: %v", errRealign, r.dst.leader, err)
 	}
-	return inflight{pending: p, conn: conn, broker: r.dst.leader, base: base, next: base + int64(count), epoch: epoch, size: int64(len(b)), maxTs: maxTs}, nil
+	return inflight{pending: p, conn: conn, broker: r.dst.leader, base: base, next: base + int64(count), epoch: epoch, size: int64(len(b)), maxTs: maxTs, issuedAt: time.Now()}, nil
 }
 
 // complete waits for one issued batch and checks where it landed.
@@ -112,6 +115,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight) error {
 	if p.BaseOffset != f.base {
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: f.base, Actual: p.BaseOffset, Cause: ErrForeignWrite}
 	}
+	r.m.observeAppend(f, time.Now())
 	r.acked = f.next
 	r.stats.appended(f.base, f.next, f.epoch, f.size, f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {

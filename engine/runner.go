@@ -243,7 +243,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 	}
 	r.postWant(ctx, next) // fetch ahead while we append
 	for _, it := range items {
-		if err := r.appendBatch(ctx, it.h, it.b); err != nil {
+		if err := r.appendBatch(ctx, it.h, it.b, res.at); err != nil {
 			return err
 		}
 	}
@@ -277,8 +277,9 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 }
 
 // appendBatch checks one source batch against the destination position,
-// rewrites it for its writer identity and appends it.
-func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte) error {
+// rewrites it for its writer identity and appends it; fetchedAt is when the
+// fetch answer holding it arrived.
+func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetchedAt time.Time) error {
 	switch {
 	case h.NextOffset() <= r.pos:
 		return nil // already on the destination (the fetch began inside it)
@@ -320,6 +321,7 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte) erro
 	if err != nil {
 		return err
 	}
+	f.fetchedAt = fetchedAt
 	r.inflight = append(r.inflight, f)
 	r.pos = h.NextOffset()
 	return nil

@@ -240,6 +240,8 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Fprintf(&sb, "  a reader of the source itself sees them after p50 %.2f ms, p99 %.2f ms\n", l.SourceP50Ms, l.SourceP99Ms)
 		fmt.Fprintf(&sb, "  Produce round trips in the same window: source p99 %.2f ms; destination probe p50 %.2f ms, p99 %.2f ms\n",
 			l.SourceProduceP99Ms, l.DestProduceP50Ms, l.DestProduceP99Ms)
+		fmt.Fprintf(&sb, "  the engine's own histograms: fetch answer to Produce sent p50 %.2f ms, p99 %.2f ms; its Produce round trips p50 %.2f ms, p99 %.2f ms\n",
+			l.EngineP50Ms, l.EngineP99Ms, l.EngineAppendP50Ms, l.EngineAppendP99Ms)
 	}
 	if len(r.Scale) > 0 {
 		sb.WriteString("\n")

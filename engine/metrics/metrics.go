@@ -60,7 +60,27 @@ var (
 	descGroupSync  = desc("group_sync_last_timestamp_seconds", "Unix time of the group's last offset sync, 0 when never synced.", labelMirror, labelGroup)
 	descGroupSkip  = desc("group_sync_skipped", "1 when the group was skipped in the last sync run (see the console for the reason).", labelMirror, labelGroup)
 	descMirror     = desc("mirror_info", "One series per mirror this instance runs, naming the clusters.", labelMirror, labelSourceID, labelDestID, labelInstance)
+	descEngineTime = desc("mirror_engine_seconds", "Time from the fetch answer that brought a batch until its Produce was sent to the destination (handling, and waits for a full pipeline or the throttle).", labelMirror)
+	descProduceRTT = desc("mirror_destination_produce_seconds", "Round trip of the mirror's Produce requests to the destination.", labelMirror)
 )
+
+// latencyEvery exports every fourth bucket bound of an engine latency
+// histogram (the bounds then double): 24 buckets per histogram instead
+// of 96.
+const latencyEvery = 4
+
+// latencyMetric turns an engine latency histogram into a Prometheus one.
+func latencyMetric(d *prometheus.Desc, h engine.LatencyHistogram, mirror string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Counts)/latencyEvery)
+	var cum uint64
+	for i, c := range h.Counts {
+		cum += c
+		if (i+1)%latencyEvery == 0 && i < len(h.Counts)-1 {
+			buckets[h.Bound(i).Seconds()] = cum
+		}
+	}
+	return prometheus.MustNewConstHistogram(d, cum, h.Sum.Seconds(), buckets, mirror)
+}
 
 // Collector turns a Snapshot into metrics at each scrape.
 type Collector struct {
@@ -77,7 +97,7 @@ func NewCollector(snapshot func() engine.Snapshot) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLagRecords, descLagSeconds, descState, descStateCode, descAttempt, descRetryable,
 		descBytesRate, descBatchRate, descBytes, descBatches, descFillers, descSourceHWM, descDestEnd, descLastOffset,
-		descOpenTxns, descGroupSync, descGroupSkip, descMirror} {
+		descOpenTxns, descGroupSync, descGroupSkip, descMirror, descEngineTime, descProduceRTT} {
 		ch <- d
 	}
 }
@@ -87,6 +107,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snapshot()
 	for _, m := range s.Mirrors {
 		ch <- prometheus.MustNewConstMetric(descMirror, prometheus.GaugeValue, 1, m.Name, m.Source.ID, s.Destination.ID, s.Instance)
+		if len(m.Latency.Engine.Counts) > 0 { // mirrors other instances run have none here
+			ch <- latencyMetric(descEngineTime, m.Latency.Engine, m.Name)
+			ch <- latencyMetric(descProduceRTT, m.Latency.DestinationProduce, m.Name)
+		}
 		for _, p := range m.Partitions {
 			// A snapshot also lists partitions other instances own, with
 			// only what __mirror_state recorded; each instance exports its

@@ -161,8 +161,25 @@ func TestMetricsOfRunningMirror(t *testing.T) {
 		}
 		return true, ""
 	})
-	if body := scrape(t, url); !strings.Contains(body, "go_goroutines") {
+	body := scrape(t, url)
+	if !strings.Contains(body, "go_goroutines") {
 		t.Error("no Go runtime series")
+	}
+	// Every batch appended so far was counted in both latency histograms.
+	var batches float64
+	for p := range 2 {
+		v, _ := series(body, "kmirror_partition_batches_copied_total", fmt.Sprintf(`mirror="a-to-b",partition="%d",topic="orders"`, p))
+		var n float64
+		fmt.Sscan(v, &n)
+		batches += n
+	}
+	for _, name := range []string{"kmirror_mirror_engine_seconds", "kmirror_mirror_destination_produce_seconds"} {
+		count, _ := series(body, name+"_count", `mirror="a-to-b"`)
+		// The exposition puts le last, not in name order.
+		inf := name + `_bucket{mirror="a-to-b",le="+Inf"} ` + count
+		if count != fmt.Sprint(batches) || !strings.Contains(body, inf+"\n") {
+			t.Errorf("%s: count %q, want the %v batches copied and the line %s:\n%s", name, count, batches, inf, grepKmirror(body))
+		}
 	}
 }
 
