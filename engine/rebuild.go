@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -102,12 +101,14 @@ func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from m
 		return "", 0, err
 	}
 	parts := len(meta.topics[topic].partitions)
-	q := fmt.Sprintf("%s.kmirror-quarantine-%s", topic, m.e.now().UTC().Format("20060102T150405"))
+	// A fresh topic per attempt: copying into one an interrupted attempt
+	// already filled would quarantine its records twice.
+	q := fmt.Sprintf("%s.kmirror-quarantine-%s", topic, m.e.now().UTC().Format("20060102T150405.000"))
 	resp, err := m.e.dst.adm.CreateTopic(ctx, int32(parts), -1, nil, q)
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	if err != nil {
 		return "", 0, fmt.Errorf("create quarantine topic %s: %w", q, err)
 	}
 	total := 0
