@@ -20,6 +20,9 @@ type cluster struct {
 	name string // "source" or "destination", for messages
 	cl   *kgo.Client
 	adm  *kadm.Client
+	// leaders are the partition leaders offsets are listed with
+	// (listOffsets); nil in a cluster value made for one admin command.
+	leaders *metaCache
 }
 
 // newCluster connects to a cluster. opts carry security settings.
@@ -41,7 +44,9 @@ func newCluster(name string, bootstrap []string, clientID string, opts ...kgo.Op
 	if err != nil {
 		return nil, fmt.Errorf("%s cluster: %w", name, err)
 	}
-	return &cluster{name: name, cl: cl, adm: kadm.NewClient(cl)}, nil
+	c := &cluster{name: name, cl: cl, adm: kadm.NewClient(cl)}
+	c.leaders = newMetaCache(c, []string{}, time.Now)
+	return c, nil
 }
 
 func (c *cluster) close() { c.cl.Close() }
@@ -107,55 +112,79 @@ func (c *cluster) metadata(ctx context.Context, topics []string) (clusterMeta, e
 		}
 		m.topics[*t.Topic] = tm
 	}
+	c.forgetTopics(m.topics)
 	return m, nil
+}
+
+// forgetTopics drops topics from franz-go's metadata cache. franz-go keeps
+// a deep copy of the topics of every Metadata request sent through the
+// client (about half a KiB per partition) for its sharded requests; the
+// engine keeps its own compact copy (metaCache), and a kadm call that needs
+// franz-go's loads it again. The purge waits for franz-go's metadata
+// goroutine, so it runs in the background rather than hold up the caller.
+func (c *cluster) forgetTopics(topics map[string]topicMeta) {
+	if len(topics) == 0 {
+		return
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	go c.cl.PurgeTopicsFromClient(names...)
 }
 
 // offsets returns the log start and log end offsets of one partition.
 func (c *cluster) offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
-	starts, err := c.adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
+	if start, err = c.offsetAt(ctx, offsetsStart, topic, partition); err != nil {
+		return 0, 0, err
 	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("%s list start offsets %s: %w", c.name, topic, err)
+	if end, err = c.offsetAt(ctx, offsetsEnd, topic, partition); err != nil {
+		return 0, 0, err
 	}
-	ends, err := c.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("%s list end offsets %s: %w", c.name, topic, err)
-	}
-	s, ok1 := starts.Lookup(topic, partition)
-	e, ok2 := ends.Lookup(topic, partition)
-	if !ok1 || !ok2 {
-		return 0, 0, fmt.Errorf("%s list offsets %s/%d: partition missing from response", c.name, topic, partition)
-	}
-	if s.Err != nil {
-		return 0, 0, fmt.Errorf("%s log start %s/%d: %w", c.name, topic, partition, s.Err)
-	}
-	if e.Err != nil {
-		return 0, 0, fmt.Errorf("%s log end %s/%d: %w", c.name, topic, partition, e.Err)
-	}
-	return s.Offset, e.Offset, nil
+	return start, end, nil
 }
 
-// endOffsets returns the log end offset of every partition of topics.
+// offsetAt returns one partition's offset at ts (offsetsStart or
+// offsetsEnd).
+func (c *cluster) offsetAt(ctx context.Context, ts int64, topic string, partition int32) (int64, error) {
+	which := "end"
+	if ts == offsetsStart {
+		which = "start"
+	}
+	l, err := c.listOffsets(ctx, ts, []string{topic}, partition)
+	if err == nil {
+		err = l.topicErrs[topic]
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s list %s offsets %s: %w", c.name, which, topic, err)
+	}
+	o, ok := l.parts[tp{topic, partition}]
+	if !ok {
+		return 0, fmt.Errorf("%s list offsets %s/%d: partition missing from response", c.name, topic, partition)
+	}
+	if o.err != nil {
+		return 0, fmt.Errorf("%s log %s %s/%d: %w", c.name, which, topic, partition, o.err)
+	}
+	return o.offset, nil
+}
+
+// endOffsets returns the log end offset of every partition of topics; a
+// partition or topic whose offset could not be listed is left out.
 func (c *cluster) endOffsets(ctx context.Context, topics ...string) (map[string]map[int32]int64, error) {
-	ends, err := c.adm.ListEndOffsets(ctx, topics...)
+	l, err := c.listOffsets(ctx, offsetsEnd, topics, -1)
 	if err != nil {
 		return nil, fmt.Errorf("%s list end offsets: %w", c.name, err)
 	}
 	out := make(map[string]map[int32]int64)
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			return
+	for p, o := range l.parts {
+		if o.err != nil {
+			continue
 		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = make(map[int32]int64)
+		if out[p.topic] == nil {
+			out[p.topic] = make(map[int32]int64)
 		}
-		out[o.Topic][o.Partition] = o.Offset
-	})
+		out[p.topic][p.partition] = o.offset
+	}
 	return out, nil
 }
 

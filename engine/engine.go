@@ -189,6 +189,9 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 		runs:     make(map[tp]*runner),
 	}
 	m.srcMeta.topics, m.dstMeta.topics = []string{}, []string{}
+	// The source cluster is this mirror's alone: its offsets are listed
+	// with the leaders the mirror routes by, not with a second copy.
+	src.leaders = m.srcMeta
 	if cfg.ThrottleRate > 0 {
 		m.bucket = throttle.New(cfg.ThrottleRate, e.now)
 	}

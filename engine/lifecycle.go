@@ -443,13 +443,4 @@ func (r *runner) backoff() time.Duration {
 }
 
 // wait waits d or until ctx ends; it reports whether ctx is still live.
-func (r *runner) wait(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func (r *runner) wait(ctx context.Context, d time.Duration) bool { return sleepCtx(ctx, d) }
