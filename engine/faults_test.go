@@ -387,3 +387,77 @@ func TestLogAppendTimeSourceBatch(t *testing.T) {
 		t.Fatalf("destination records %+v (%v): want the producer's timestamps", recs, err)
 	}
 }
+
+// TestFetchNamesEpochOfLastFetchedBatch: every Fetch names as its
+// LastFetchedEpoch the source epoch of the batch just before its offset,
+// also the fetch the engine sends ahead while it still appends the
+// previous answer. A broker checks that epoch (KIP-320/595): naming an
+// older one after a leader change would make a real broker report a
+// divergence that is not there, and the partition would fail as an
+// unclean election.
+func TestFetchNamesEpochOfLastFetchedBatch(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "epochs", 1, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("lz4", true)...)
+	enginetest.Produce(t, cl, "epochs", 1, 30, "e0")
+	e.startMirror("epochs")
+	e.waitCaughtUp("epochs")
+
+	type fetched struct {
+		offset int64
+		epoch  int32
+	}
+	var mu sync.Mutex
+	var seen []fetched
+	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.src.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rt := range req.(*kmsg.FetchRequest).Topics {
+			for _, rp := range rt.Partitions {
+				if rp.FetchOffset > 0 {
+					seen = append(seen, fetched{rp.FetchOffset, rp.LastFetchedEpoch})
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	for round := range 3 {
+		if err := e.src.MoveTopicPartition("epochs", 0, otherNode(e.src.LeaderFor("epochs", 0))); err != nil {
+			t.Fatal(err)
+		}
+		enginetest.Produce(t, cl, "epochs", 1, 30, fmt.Sprintf("e%d", round+1))
+		e.waitCaughtUp("epochs")
+	}
+
+	// The source epoch of every offset, from a consumer.
+	ctx := context.Background()
+	cons := e.src.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"epochs": {0: kgo.NewOffset().AtStart()}}))
+	epochOf := map[int64]int32{}
+	for len(epochOf) < 120 {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { epochOf[r.Offset] = r.LeaderEpoch })
+	}
+	if epochOf[119] < 3 {
+		t.Fatalf("the last record has epoch %d: the leader moves did not bump the epoch", epochOf[119])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	checked := 0
+	for _, f := range seen {
+		want, ok := epochOf[f.offset-1]
+		if !ok {
+			continue
+		}
+		checked++
+		if f.epoch != want {
+			t.Errorf("Fetch at %d named LastFetchedEpoch %d; the batch before it has epoch %d", f.offset, f.epoch, want)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no Fetch inside the log was seen")
+	}
+}

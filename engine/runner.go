@@ -92,12 +92,17 @@ func (r *runner) dropFetch() {
 // below the log start is out of range even inside that batch).
 func (r *runner) fetchPos() int64 { return max(r.pos, r.deleteTo) }
 
-// postWant asks the partition's fetcher for records from offset.
-func (r *runner) postWant(ctx context.Context, offset int64) {
+// postWant asks the partition's fetcher for records from offset, which
+// follows the last batch appended.
+func (r *runner) postWant(ctx context.Context, offset int64) { r.post(ctx, offset, r.lastEpoch) }
+
+// post asks the partition's fetcher for records from offset, lastEpoch
+// being the source epoch of the batch before it.
+func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
 	w := want{
 		topic: r.topic, topicID: r.src.topicID, partition: r.partition,
-		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: r.lastEpoch,
+		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: lastEpoch,
 		maxBytes: r.maxBytes, gen: r.gen, reply: r.reply,
 		behind: offset < r.srcHWM || r.srcHWM < 0,
 	}
@@ -229,9 +234,10 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 	if err != nil {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at fetch offset %d: %v", ErrBadSourceBatch, res.offset, err)}
 	}
-	next := res.offset
+	next, nextEpoch := res.offset, r.lastEpoch
 	if n := len(items); n > 0 {
 		next = max(next, items[n-1].h.NextOffset())
+		nextEpoch = items[n-1].h.LeaderEpoch
 		r.stats.setSourceNewest(items[n-1].h.MaxTimestamp)
 	} else if partialAt >= 0 {
 		// One batch is larger than we asked for: ask for more next time.
@@ -241,7 +247,11 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 		// in-flight array.
 		r.inflight = nil
 	}
-	r.postWant(ctx, next) // fetch ahead while we append
+	// Fetch ahead while we append. The want names the epoch of the last
+	// batch fetched, not of the last appended: after a leader change a
+	// broker would take the older epoch, which ends before next, for a
+	// divergence (KIP-320).
+	r.post(ctx, next, nextEpoch)
 	for _, it := range items {
 		if err := r.appendBatch(ctx, it.h, it.b, res.at); err != nil {
 			return err
