@@ -409,10 +409,14 @@ func TestFetchNamesEpochOfLastFetchedBatch(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var seen []fetched
+	watching := true // until the test's own consumer reads the source
 	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		e.src.KeepControl()
 		mu.Lock()
 		defer mu.Unlock()
+		if !watching {
+			return nil, nil, false
+		}
 		for _, rt := range req.(*kmsg.FetchRequest).Topics {
 			for _, rp := range rt.Partitions {
 				if rp.FetchOffset > 0 {
@@ -430,6 +434,10 @@ func TestFetchNamesEpochOfLastFetchedBatch(t *testing.T) {
 		e.waitCaughtUp("epochs")
 	}
 
+	mu.Lock()
+	watching = false
+	mu.Unlock()
+
 	// The source epoch of every offset, from a consumer.
 	ctx := context.Background()
 	cons := e.src.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"epochs": {0: kgo.NewOffset().AtStart()}}))
@@ -444,8 +452,6 @@ func TestFetchNamesEpochOfLastFetchedBatch(t *testing.T) {
 	if epochOf[119] < 3 {
 		t.Fatalf("the last record has epoch %d: the leader moves did not bump the epoch", epochOf[119])
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	checked := 0
 	for _, f := range seen {
 		want, ok := epochOf[f.offset-1]
