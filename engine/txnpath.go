@@ -92,7 +92,10 @@ func flatten(err error) []error {
 // sourceBatchAt fetches the source batch holding offset.
 func (r *runner) sourceBatchAt(ctx context.Context, offset int64) (batch.Header, []byte, error) {
 	r.dropFetch()
-	r.postWant(ctx, offset)
+	// No LastFetchedEpoch: offset does not follow the last batch
+	// appended, and the epoch of that batch would make a broker check a
+	// divergence at the wrong place (and answer without records).
+	r.post(ctx, offset, -1)
 	defer r.dropFetch()
 	for {
 		select {
