@@ -103,7 +103,7 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "about 200MB, one repeat, 1k-partition scale only")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	fs.IntVar(&o.brokers, "brokers", o.brokers, "brokers per cluster")
-	fs.StringVar(&o.profileDir, "profile", "", "write CPU and heap profiles of each phase's first run into this directory")
+	fs.StringVar(&o.profileDir, "profile", "", "write CPU and heap profiles of each phase's first run (and of the idle partitions) into this directory; profiling adds to the idle CPU measured")
 	fs.IntVar(&o.maxInFlight, "max-inflight", 0, "engine batches in flight per partition (0: engine default)")
 	fs.IntVar(&o.numFetchers, "num-fetchers", 0, "engine fetchers per source broker (0: engine default)")
 	fs.DurationVar(&o.fetchMaxWait, "fetch-max-wait", 0, "engine fetch long-poll time (0: engine default)")

@@ -110,7 +110,7 @@ func TestTinyBenchJSON(t *testing.T) {
 	if len(goals) != 7 {
 		t.Errorf("goals = %v, want 7 entries", rep["goals"])
 	}
-	for _, f := range []string{"engine.cpu.pprof", "engine.heap0.pprof", "engine.heap1.pprof", "stop-40.cpu.pprof", "idle-40.heap.pprof"} {
+	for _, f := range []string{"engine.cpu.pprof", "engine.heap0.pprof", "engine.heap1.pprof", "stop-40.cpu.pprof", "idle-40.heap.pprof", "idle-40.cpu.pprof"} {
 		if st, err := os.Stat(o.profileDir + "/" + f); err != nil || st.Size() == 0 {
 			t.Errorf("profile %s not written: %v", f, err)
 		}

@@ -138,8 +138,14 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 	if err != nil {
 		return pt, err
 	}
+	stopIdleProfile, err := b.startCPUProfile(fmt.Sprintf("idle-%d.cpu.pprof", n))
+	if err != nil {
+		return pt, err
+	}
 	t0 := time.Now()
-	if err := waitFor(ctx, b.opts.settle); err != nil {
+	err = waitFor(ctx, b.opts.settle)
+	stopIdleProfile()
+	if err != nil {
 		return pt, err
 	}
 	cpu1, err := processCPU()
