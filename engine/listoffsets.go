@@ -66,7 +66,7 @@ type listFailure struct {
 // retried on fresh metadata.
 func (c *cluster) listOffsets(ctx context.Context, ts int64, topics []string, p int32) (listing, error) {
 	mc := c.leaderCache(topics)
-	meta, err := c.leadersFor(ctx, mc, topics)
+	meta, err := c.leadersFor(ctx, mc, topics, p)
 	if err != nil {
 		return listing{}, err
 	}
@@ -108,20 +108,26 @@ func (c *cluster) leaderCache(topics []string) *metaCache {
 }
 
 // leadersFor returns metadata at most leadersMaxAge old that covers
-// topics, adding the topics the cache does not request yet.
-func (c *cluster) leadersFor(ctx context.Context, mc *metaCache, topics []string) (clusterMeta, error) {
+// topics (and partition p of each, when p >= 0), adding the topics the
+// cache does not request yet. Cached metadata that lacks a topic or the
+// partition, or reports an error for the topic, is asked again: the topic
+// may have been created, grown or recreated since.
+func (c *cluster) leadersFor(ctx context.Context, mc *metaCache, topics []string, p int32) (clusterMeta, error) {
 	meta, err := mc.get(ctx, mc.now().Add(-leadersMaxAge))
 	if err != nil {
 		return clusterMeta{}, err
 	}
-	missing := false
+	stale := false
 	for _, t := range topics {
-		if _, ok := meta.topics[t]; !ok {
+		tm, ok := meta.topics[t]
+		if !ok {
 			mc.addTopic(t)
-			missing = true
+		}
+		if !ok || tm.err != nil || int(p) >= len(tm.partitions) {
+			stale = true
 		}
 	}
-	if !missing {
+	if !stale {
 		return meta, nil
 	}
 	return mc.get(ctx, mc.now())

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -111,6 +112,20 @@ func TestListOffsets(t *testing.T) {
 		ends, err := c.endOffsets(ctx, "t")
 		if err != nil || len(ends["t"]) != 0 {
 			t.Fatalf("endOffsets = %v, %v; want no partition and no error", ends, err)
+		}
+	})
+	t.Run("topic grown since cached", func(t *testing.T) {
+		_, c := listCluster(t)
+		if _, err := c.endOffsets(ctx, "t"); err != nil { // caches 3 partitions
+			t.Fatal(err)
+		}
+		adm := kadm.NewClient(c.cl)
+		if _, err := adm.CreatePartitions(ctx, 1, "t"); err != nil {
+			t.Fatal(err)
+		}
+		start, end, err := c.offsets(ctx, "t", 3)
+		if err != nil || start != 0 || end != 0 {
+			t.Fatalf("offsets(t/3) right after the topic grew = %d, %d, %v; want 0, 0", start, end, err)
 		}
 	})
 	t.Run("not authorized", func(t *testing.T) {

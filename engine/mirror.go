@@ -126,10 +126,10 @@ type mirror struct {
 	engineLat, produceLat latencyHist // of appended batches, see latency.go
 }
 
-// observeAppend counts the times of a batch the destination acknowledged at
-// now.
-func (m *mirror) observeAppend(f inflight, now time.Time) {
-	m.produceLat.observe(now.Sub(f.issuedAt))
+// observeAppend counts the times of a batch whose acknowledgement arrived
+// at ackedAt.
+func (m *mirror) observeAppend(f inflight, ackedAt time.Time) {
+	m.produceLat.observe(ackedAt.Sub(f.issuedAt))
 	if !f.fetchedAt.IsZero() {
 		m.engineLat.observe(f.issuedAt.Sub(f.fetchedAt))
 	}

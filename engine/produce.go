@@ -115,7 +115,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight) error {
 	if p.BaseOffset != f.base {
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: f.base, Actual: p.BaseOffset, Cause: ErrForeignWrite}
 	}
-	r.m.observeAppend(f, time.Now())
+	r.m.observeAppend(f, f.pending.CompletedAt())
 	r.acked = f.next
 	r.stats.appended(f.base, f.next, f.epoch, f.size, f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -101,15 +102,9 @@ func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from m
 		return "", 0, err
 	}
 	parts := len(meta.topics[topic].partitions)
-	// A fresh topic per attempt: copying into one an interrupted attempt
-	// already filled would quarantine its records twice.
-	q := fmt.Sprintf("%s.kmirror-quarantine-%s", topic, m.e.now().UTC().Format("20060102T150405.000"))
-	resp, err := m.e.dst.adm.CreateTopic(ctx, int32(parts), -1, nil, q)
-	if err == nil {
-		err = resp.Err
-	}
+	q, err := m.createQuarantine(ctx, topic, int32(parts))
 	if err != nil {
-		return "", 0, fmt.Errorf("create quarantine topic %s: %w", q, err)
+		return "", 0, err
 	}
 	total := 0
 	for p := range int32(parts) {
@@ -144,6 +139,30 @@ func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from m
 		return q, total, err
 	}
 	return q, total, nil
+}
+
+// createQuarantine creates a fresh quarantine topic for topic:
+// <topic>.kmirror-quarantine-<time>, with -2, -3 … appended while the name
+// is taken. Copying into a topic an interrupted attempt already filled
+// would quarantine its records twice.
+func (m *mirror) createQuarantine(ctx context.Context, topic string, parts int32) (string, error) {
+	base := fmt.Sprintf("%s.kmirror-quarantine-%s", topic, m.e.now().UTC().Format("20060102T150405.000"))
+	for n := 1; ; n++ {
+		q := base
+		if n > 1 {
+			q = fmt.Sprintf("%s-%d", base, n)
+		}
+		resp, err := m.e.dst.adm.CreateTopic(ctx, parts, -1, nil, q)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil {
+			return q, nil
+		}
+		if !errors.Is(err, kerr.TopicAlreadyExists) || n == 100 {
+			return "", fmt.Errorf("create quarantine topic %s: %w", q, err)
+		}
+	}
 }
 
 // copyRange copies records [from, to) of one destination partition into

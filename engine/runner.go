@@ -92,9 +92,16 @@ func (r *runner) dropFetch() {
 // below the log start is out of range even inside that batch).
 func (r *runner) fetchPos() int64 { return max(r.pos, r.deleteTo) }
 
-// postWant asks the partition's fetcher for records from offset, which
-// follows the last batch appended.
-func (r *runner) postWant(ctx context.Context, offset int64) { r.post(ctx, offset, r.lastEpoch) }
+// postWant asks the partition's fetcher for records from offset: naming
+// the epoch of the last batch appended when offset follows it, and none
+// otherwise (a fetch from the source's log start past a gap).
+func (r *runner) postWant(ctx context.Context, offset int64) {
+	epoch := r.lastEpoch
+	if offset != r.pos {
+		epoch = -1
+	}
+	r.post(ctx, offset, epoch)
+}
 
 // post asks the partition's fetcher for records from offset, lastEpoch
 // being the source epoch of the batch before it.

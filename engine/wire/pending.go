@@ -22,6 +22,7 @@ type Pending struct {
 
 	resp kmsg.Response // decoded into by the reader; valid once done is closed
 	err  error
+	at   time.Time // when the outcome arrived; valid once done is closed
 }
 
 func newPending(req kmsg.Request) *Pending {
@@ -48,12 +49,17 @@ func newPending(req kmsg.Request) *Pending {
 
 // complete records the outcome; only the reader goroutine calls it, once.
 func (p *Pending) complete(resp kmsg.Response, err error) {
-	p.resp, p.err = resp, err
+	p.resp, p.err, p.at = resp, err, time.Now()
 	if err != nil {
 		p.resp = nil
 	}
 	close(p.done)
 }
+
+// CompletedAt is when the response was read or the request failed: a
+// round trip measured with it does not include how long its issuer took
+// to look. Valid once Done is closed.
+func (p *Pending) CompletedAt() time.Time { return p.at }
 
 // Done is closed once the response has been read or the request failed.
 // Engines that juggle several in-flight requests can select on it.
