@@ -102,6 +102,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now, dst: dst, destID: meta.clusterID,
 		mirrors: make(map[string]*mirror),
 	}
+	// One destination metadata cache, on the engine's clock, for every
+	// mirror's routes and for listing destination offsets.
+	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
 	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2}, cfg.Now)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
@@ -182,13 +185,12 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	}
 	m := &mirror{
 		e: e, cfg: cfg, src: src, sourceID: id,
-		srcMeta:  newMetaCache(src, nil, e.now),
-		dstMeta:  newMetaCache(e.dst, nil, e.now),
+		srcMeta:  newMetaCache(src, []string{}, e.now),
+		dstMeta:  e.dst.leaders,
 		ctx:      e.ctx,
 		fetchers: make(map[fetchKey]*fetcher),
 		runs:     make(map[tp]*runner),
 	}
-	m.srcMeta.topics, m.dstMeta.topics = []string{}, []string{}
 	// The source cluster is this mirror's alone: its offsets are listed
 	// with the leaders the mirror routes by, not with a second copy.
 	src.leaders = m.srcMeta

@@ -99,7 +99,7 @@ type mirror struct {
 	src      *cluster
 	sourceID string
 	srcMeta  *metaCache
-	dstMeta  *metaCache
+	dstMeta  *metaCache // the engine's destination cache (cluster.leaders), shared by every mirror
 
 	ctx      context.Context
 	mu       sync.Mutex
