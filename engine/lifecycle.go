@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 )
@@ -443,4 +444,4 @@ func (r *runner) backoff() time.Duration {
 }
 
 // wait waits d or until ctx ends; it reports whether ctx is still live.
-func (r *runner) wait(ctx context.Context, d time.Duration) bool { return sleepCtx(ctx, d) }
+func (r *runner) wait(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }

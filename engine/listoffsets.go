@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 )
 
 // Offsets are listed with ListOffsets requests sent straight to each
@@ -84,7 +86,7 @@ func (c *cluster) listOffsets(ctx context.Context, ts int64, topics []string, p 
 		if attempt == listRetries {
 			return out, out.settle(failed)
 		}
-		if !sleepCtx(ctx, listBackoff<<attempt) {
+		if backoff.Sleep(ctx, listBackoff<<attempt) != nil {
 			return listing{}, ctx.Err()
 		}
 		if meta, err = mc.get(ctx, sent); err != nil {
@@ -295,16 +297,4 @@ func collectListed(resp *kmsg.ListOffsetsResponse, out map[tp]listedOffset, fail
 // isAuthFailure reports the errors that fail a whole listing.
 func isAuthFailure(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
-}
-
-// sleepCtx waits d, or less if ctx ends first; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

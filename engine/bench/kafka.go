@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 )
 
 // codecs are the compression codecs the bench can produce with, by name.
@@ -50,7 +52,7 @@ func topicLayout(ctx context.Context, cl *kgo.Client, topic string) (layout, err
 		if err == nil || time.Now().After(deadline) {
 			return l, err
 		}
-		if werr := waitFor(ctx, 50*time.Millisecond); werr != nil {
+		if werr := backoff.Sleep(ctx, 50*time.Millisecond); werr != nil {
 			return l, werr
 		}
 	}
@@ -232,16 +234,4 @@ func rawProduce(ctx context.Context, cl *kgo.Client, l layout, p int32, b []byte
 		return 0, fmt.Errorf("produce to %s/%d: %w", l.topic, p, err)
 	}
 	return rpp.BaseOffset, nil
-}
-
-// waitFor waits d unless ctx ends first.
-func waitFor(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

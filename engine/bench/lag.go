@@ -13,6 +13,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
@@ -132,7 +133,7 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 	go func() { probed <- b.probeDestination(probeCtx, topic+"-probe", until) }()
 	latencyAtStart := make(chan engine.MirrorLatency, 1)
 	go func() {
-		if waitFor(probeCtx, time.Until(measureFrom)) == nil {
+		if backoff.Sleep(probeCtx, time.Until(measureFrom)) == nil {
 			latencyAtStart <- mirrorLatency(eng, name)
 		}
 		close(latencyAtStart)
@@ -259,7 +260,7 @@ const (
 // queueing sends, so the achieved rate is reported, not assumed.
 func pace(ctx context.Context, cl *kgo.Client, l layout, p int32, buf []byte, interval time.Duration, until time.Time) ([]sent, error) {
 	// Spread the partitions' sends over the interval.
-	if err := waitFor(ctx, interval*time.Duration(p)/time.Duration(len(l.leaders))); err != nil {
+	if err := backoff.Sleep(ctx, interval*time.Duration(p)/time.Duration(len(l.leaders))); err != nil {
 		return nil, err
 	}
 	tick := time.NewTicker(interval)
@@ -424,7 +425,7 @@ func (a *arrivals) waitFor(ctx context.Context, ends []int64, timeout time.Durat
 		if time.Now().After(deadline) {
 			return fmt.Errorf("reader still behind on %d partitions after %s", behind, timeout)
 		}
-		if err := waitFor(ctx, 10*time.Millisecond); err != nil {
+		if err := backoff.Sleep(ctx, 10*time.Millisecond); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
@@ -143,7 +144,7 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 		return pt, err
 	}
 	t0 := time.Now()
-	err = waitFor(ctx, b.opts.settle)
+	err = backoff.Sleep(ctx, b.opts.settle)
 	stopIdleProfile()
 	if err != nil {
 		return pt, err

@@ -169,7 +169,7 @@ func (m *Mapper) waitMarker(ctx context.Context, p *producer, markerOffset int64
 				return nil
 			}
 		}
-		if err := sleepCtx(ctx, b.Next(rand.Float64)); err != nil {
+		if err := backoff.Sleep(ctx, b.Next(rand.Float64)); err != nil {
 			return fmt.Errorf("wait for marker of %s at %d (destination log end %d): %w", p.TxnID, markerOffset, end, err)
 		}
 	}

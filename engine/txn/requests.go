@@ -121,21 +121,9 @@ func retry(ctx context.Context, op func() error) error {
 		if !retriable(err) || b.Attempt() >= maxAttempts {
 			return err
 		}
-		if werr := sleepCtx(ctx, b.Next(rand.Float64)); werr != nil {
+		if werr := backoff.Sleep(ctx, b.Next(rand.Float64)); werr != nil {
 			return fmt.Errorf("%w (last error: %w)", werr, err)
 		}
-	}
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -195,7 +183,7 @@ func (m *Mapper) settle(ctx context.Context, txnID string) (txnDesc, error) {
 		if err != nil || !d.state.pending() {
 			return d, err
 		}
-		if err := sleepCtx(ctx, b.Next(rand.Float64)); err != nil {
+		if err := backoff.Sleep(ctx, b.Next(rand.Float64)); err != nil {
 			return d, fmt.Errorf("transaction %s still %s: %w", txnID, d.state, err)
 		}
 	}

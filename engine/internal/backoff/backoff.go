@@ -1,9 +1,11 @@
-// Package backoff computes capped, full-jitter exponential delays. It is pure:
-// callers pass the randomness in, so the partition state machine can replay a
-// retry schedule exactly and network retries can share the same policy.
+// Package backoff computes capped, full-jitter exponential delays, and
+// waits them out (Sleep). The computation is pure: callers pass the
+// randomness in, so the partition state machine can replay a retry schedule
+// exactly and network retries can share the same policy.
 package backoff
 
 import (
+	"context"
 	"math"
 	"time"
 )
@@ -72,3 +74,16 @@ func (b *Backoff) Attempt() int { return b.attempt }
 
 // Reset starts over at the first attempt, after a success.
 func (b *Backoff) Reset() { b.attempt = 0 }
+
+// Sleep waits d, or less if ctx ends first; then it returns ctx's cause.
+// It is how every retry loop waits out the delay it computed.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -90,5 +92,19 @@ func TestBackoffNextAndReset(t *testing.T) {
 	}
 	if got := b.Next(func() float64 { return 0.5 }); got != 5*time.Millisecond {
 		t.Fatalf("Next after Reset = %v, want 5ms", got)
+	}
+}
+
+// TestSleep: a delay that passes returns nil; an ended context returns its
+// cause at once, however long the delay.
+func TestSleep(t *testing.T) {
+	if err := Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("Sleep = %v, want nil", err)
+	}
+	cause := errors.New("engine closed")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, cause) {
+		t.Fatalf("Sleep with an ended context = %v, want its cause", err)
 	}
 }
