@@ -109,6 +109,7 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	fs.DurationVar(&o.fetchMaxWait, "fetch-max-wait", 0, "engine fetch long-poll time (0: engine default)")
 	fetchBytes := fs.String("partition-fetch-bytes", "0", "engine bytes per partition per fetch (0: engine default)")
 	scaleTopic := fs.Int("scale-topic-partitions", o.scaleTopic, "partitions per topic in the 1k/10k-partition measures")
+	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000; 1000 with --quick)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usageText)
@@ -152,6 +153,13 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 		return o, fmt.Errorf("--scale-topic-partitions must divide 1000, got %d", *scaleTopic)
 	}
 	o.scaleTopic = *scaleTopic
+	if *scale != "" {
+		counts, err := parseScale(*scale, o.scaleTopic)
+		if err != nil {
+			return o, fmt.Errorf("--scale: %w", err)
+		}
+		o.scale = counts
+	}
 	if o.repeats < 1 {
 		return o, fmt.Errorf("--repeats must be at least 1, got %d", o.repeats)
 	}
@@ -195,6 +203,29 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q (want e.g. 1GB, 200MB, 512MiB)", s)
 	}
 	return int64(v * mult), nil
+}
+
+// maxScale bounds one idle-partition count: each partition is a goroutine
+// and a few KiB in this process and in the brokers'.
+const maxScale = 100_000
+
+// parseScale reads the idle partition counts, "1000,10000": each a
+// multiple of the partitions per topic, in increasing order.
+func parseScale(s string, perTopic int) ([]int, error) {
+	var counts []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		switch {
+		case err != nil || n < 1 || n > maxScale:
+			return nil, fmt.Errorf("invalid partition count %q (want 1 to %d)", f, maxScale)
+		case n%perTopic != 0:
+			return nil, fmt.Errorf("partition count %d is not a multiple of --scale-topic-partitions %d", n, perTopic)
+		case len(counts) > 0 && n <= counts[len(counts)-1]:
+			return nil, fmt.Errorf("partition counts must increase, got %d after %d", n, counts[len(counts)-1])
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
 }
 
 // Main runs "kmirror bench" with args (after the mode name) and returns

@@ -157,6 +157,10 @@ func TestUsageErrors(t *testing.T) {
 		{"--bogus"},
 		{"extra"},
 		{"--size", "1KB"},
+		{"--scale", "1000,500"},
+		{"--scale", "150"},
+		{"--scale", "0"},
+		{"--scale", "1000,x"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Main(context.Background(), args, &stdout, &stderr)
@@ -190,6 +194,13 @@ func TestParseArgsQuick(t *testing.T) {
 	}
 	if o.size != 50e6 || o.repeats != 2 {
 		t.Errorf("explicit flags after --quick: size %d repeats %d", o.size, o.repeats)
+	}
+	o, err = parseArgs([]string{"--quick", "--scale", "1000, 4000"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.scale, []int{1000, 4000}) {
+		t.Errorf("--scale after --quick: %v, want [1000 4000]", o.scale)
 	}
 	o, err = parseArgs(nil, io.Discard)
 	if err != nil {
