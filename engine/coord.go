@@ -266,7 +266,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 			pref := store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.partition}
 			if c.sent[pref] != t.Desired {
 				c.sent[pref] = t.Desired
-				_ = r.send(ctx, desiredEvent(t.Desired))
+				r.send(desiredEvent(t.Desired))
 			}
 		}
 		if t.RecoverAt.After(c.recovered[ref]) {
@@ -274,7 +274,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 			for _, r := range m.runnersOf(ref.Topic) {
 				rec, ok := c.cat.Partitions[store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.partition}]
 				if ok && rec.State == partition.Failed && rec.UpdatedAt.Before(t.RecoverAt) {
-					_ = r.send(ctx, partition.Recover{Rebuild: t.RebuildRequested})
+					r.send(partition.Recover{Rebuild: t.RebuildRequested})
 				}
 			}
 		}

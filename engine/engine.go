@@ -266,9 +266,7 @@ func (e *Engine) Control(ctx context.Context, cmd Command) error {
 			continue
 		}
 		matched++
-		if err := r.send(ctx, ev); err != nil {
-			return err
-		}
+		r.send(ev)
 	}
 	if matched == 0 {
 		return fmt.Errorf("%s %s: no partition of topics %v", cmd.Kind, cmd.Mirror, cmd.Topics)

@@ -28,7 +28,7 @@ type fetchKey struct {
 
 // want asks a fetcher for one partition's records from offset. The runner
 // that owns the partition keeps at most one want outstanding; the fetcher
-// answers it exactly once on reply (buffered, so the fetcher never blocks).
+// answers it exactly once with to.deliver, which never blocks the fetcher.
 type want struct {
 	topic       string
 	topicID     [16]byte
@@ -38,8 +38,8 @@ type want struct {
 	lastEpoch   int32 // LastFetchedEpoch: epoch of the last batch fetched, -1 none
 	maxBytes    int32
 	gen         uint64
-	reply       chan fetchResult
-	behind      bool // offset is below the high watermark last seen: data is waiting
+	to          *runner // answered with to.deliver
+	behind      bool    // offset is below the high watermark last seen: data is waiting
 }
 
 // fetchResult is a fetcher's answer to a want.
@@ -286,7 +286,7 @@ func (f *fetcher) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, err
 func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wire.Conn, time.Duration) {
 	failAll := func(err error) {
 		for _, w := range job.wants {
-			deliver(w.reply, fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch from source broker %d: %w", f.key.broker, err)})
+			w.to.deliver(fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch from source broker %d: %w", f.key.broker, err)})
 		}
 	}
 	conn, err := f.connect(ctx, conn)
@@ -375,7 +375,7 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, byID map[[16]byte
 				d := p.DivergingEpoch
 				res.divergence = &d
 			}
-			deliver(w.reply, res)
+			w.to.deliver(res)
 		}
 	}
 	for j, w := range wants {
@@ -386,7 +386,7 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, byID map[[16]byte
 		if err == nil {
 			err = kerr.UnknownTopicOrPartition
 		}
-		deliver(w.reply, fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch %s/%d from source broker %d: partition missing from response: %w", w.topic, w.partition, f.key.broker, err)})
+		w.to.deliver(fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch %s/%d from source broker %d: partition missing from response: %w", w.topic, w.partition, f.key.broker, err)})
 	}
 }
 
@@ -394,29 +394,6 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, byID map[[16]byte
 type tp struct {
 	topic     string
 	partition int32
-}
-
-// deliver hands res to a runner without ever blocking the fetcher, which
-// serves other partitions too. A runner cares only about the answer to its
-// newest want, so an unread answer to an older want is replaced, and an
-// unread answer to a newer one is kept: answers to a want abandoned by a
-// realignment may arrive after those to its successor, on another
-// connection or from another fetcher.
-func deliver(ch chan fetchResult, res fetchResult) {
-	for {
-		select {
-		case ch <- res:
-			return
-		default:
-		}
-		select {
-		case old := <-ch:
-			if old.gen > res.gen {
-				res = old
-			}
-		default:
-		}
-	}
 }
 
 // fetchClientID is the client id of a fetcher's connections,

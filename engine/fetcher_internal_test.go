@@ -1,21 +1,96 @@
 package engine
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/kmirror/kmirror/engine/partition"
+)
 
 // TestDeliverKeepsNewestAnswer: an answer to an abandoned want never
 // replaces an unread answer to its successor, whatever order they arrive
 // in; an unread older answer is replaced by a newer one.
 func TestDeliverKeepsNewestAnswer(t *testing.T) {
-	ch := make(chan fetchResult, 1)
-	deliver(ch, fetchResult{gen: 2, offset: 20})
-	deliver(ch, fetchResult{gen: 1, offset: 10}) // late answer to the abandoned want
-	if got := <-ch; got.gen != 2 || got.offset != 20 {
+	r := &runner{in: inbox{wake: make(chan struct{}, 1)}}
+	take := func() fetchResult {
+		t.Helper()
+		select {
+		case <-r.in.wake:
+		default:
+			t.Fatal("an answer left no wake token")
+		}
+		var res fetchResult
+		if !r.takeResult(&res) {
+			t.Fatal("no answer waiting")
+		}
+		return res
+	}
+	r.deliver(fetchResult{gen: 2, offset: 20})
+	r.deliver(fetchResult{gen: 1, offset: 10}) // late answer to the abandoned want
+	if got := take(); got.gen != 2 || got.offset != 20 {
 		t.Fatalf("got the answer to gen %d at %d, want gen 2 at 20", got.gen, got.offset)
 	}
-	deliver(ch, fetchResult{gen: 3, offset: 30})
-	deliver(ch, fetchResult{gen: 4, offset: 40})
-	if got := <-ch; got.gen != 4 {
+	r.deliver(fetchResult{gen: 3, offset: 30})
+	r.deliver(fetchResult{gen: 4, offset: 40})
+	if got := take(); got.gen != 4 {
 		t.Fatalf("got the answer to gen %d, want 4", got.gen)
+	}
+	var res fetchResult
+	if r.takeResult(&res) {
+		t.Fatalf("an answer taken twice: %+v", res)
+	}
+}
+
+// TestInboxWakesForEverything: events, failures and answers each leave a
+// wake token; events come out in order, and a waiter that takes one event
+// while more wait leaves a token for the rest.
+func TestInboxWakesForEverything(t *testing.T) {
+	r := &runner{in: inbox{wake: make(chan struct{}, 1)}}
+	woken := func() bool {
+		select {
+		case <-r.in.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	r.send(partition.Pause{})
+	r.send(partition.Resume{})
+	if !woken() {
+		t.Fatal("send left no wake token")
+	}
+	if ev, ok := r.takeEvent(); !ok || ev != (partition.Pause{}) {
+		t.Fatalf("first event %v, want Pause", ev)
+	}
+	if !woken() {
+		t.Fatal("taking one of two events left no token for the second")
+	}
+	if ev, ok := r.takeEvent(); !ok || ev != (partition.Resume{}) {
+		t.Fatalf("second event %v, want Resume", ev)
+	}
+	r.inject(errors.New("first"))
+	r.inject(errors.New("second"))
+	if !woken() {
+		t.Fatal("inject left no wake token")
+	}
+	if err := r.takeFault(); err == nil || err.Error() != "first" {
+		t.Fatalf("fault %v, want the first", err)
+	}
+	if err := r.takeFault(); err != nil {
+		t.Fatalf("fault taken twice: %v", err)
+	}
+	ctx, cancel := r.startWork(context.Background())
+	defer cancel()
+	r.send(partition.Stop{})
+	if ctx.Err() == nil {
+		t.Fatal("an event did not interrupt the work in progress")
+	}
+	r.endWork(cancel)
+	r.markExited()
+	r.send(partition.Start{})
+	if r.eventPending() {
+		t.Fatal("an event sent after exit was kept")
 	}
 }
 

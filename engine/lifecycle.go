@@ -69,54 +69,40 @@ func (r *runner) exit() {
 	if r.retry != nil {
 		r.retry.Stop()
 	}
-	close(r.done)
+	r.markExited()
 }
 
 // waitEvent waits for an operator event, a failure or a due retry while no
 // work is in progress, and steps it.
 func (r *runner) waitEvent(ctx context.Context) {
+	if r.stepInbox(ctx) {
+		return
+	}
 	var retry <-chan time.Time
 	if r.retry != nil {
 		retry = r.retry.C
 	}
 	select {
 	case <-ctx.Done():
-	case ev := <-r.ctl:
-		r.step(ctx, ev)
-	case err := <-r.faults:
-		r.step(ctx, r.errorEvent(r.st.StateEpoch, err))
+	case <-r.in.wake:
+		r.stepInbox(ctx)
 	case <-retry:
 		r.retry = nil
 		r.step(ctx, partition.Tick{Now: r.m.e.now()})
 	}
 }
 
-// inject reports a failure found outside the runner; it fails the partition
-// whatever it is doing (a FAILED, PAUSED or STOPPED partition keeps its
-// state: the state machine ignores errors there).
-func (r *runner) inject(err error) {
-	select {
-	case r.faults <- err:
-	default: // one is already waiting
+// stepInbox steps an operator event, or else a failure found outside the
+// runner, if one waits.
+func (r *runner) stepInbox(ctx context.Context) bool {
+	if r.stepPending(ctx) {
+		return true
 	}
-}
-
-// send delivers an operator event to the runner, interrupting alignment,
-// fencing or fetching so it is seen at once.
-func (r *runner) send(ctx context.Context, ev partition.Event) error {
-	select {
-	case r.ctl <- ev:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-r.done:
-		return nil
+	if err := r.takeFault(); err != nil {
+		r.step(ctx, r.errorEvent(r.st.StateEpoch, err))
+		return true
 	}
-	r.workMu.Lock()
-	if r.cancelWork != nil {
-		r.cancelWork()
-	}
-	r.workMu.Unlock()
-	return nil
+	return false
 }
 
 // step applies one event and runs the actions it produces, in order.
@@ -183,18 +169,32 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 }
 
 // doFetching is do for MIRRORING, which lasts as long as the partition is
-// healthy: its frame, on the stack all that time, is kept small.
+// healthy: its frame, on the stack all that time, is kept small. MIRRORING
+// holds no work context while it waits: each piece of its work takes one
+// (interruptible), so an idle partition keeps none.
 func (r *runner) doFetching(ctx context.Context) partition.Event {
 	epoch := r.st.StateEpoch
-	wctx, cancel := r.startWork(ctx)
 	if r.stepPending(ctx) { // an event that arrived before the work started
-		r.endWork(cancel)
 		return nil
 	}
-	err := r.fetching(wctx)
-	interrupted := wctx.Err() != nil
+	err := r.fetching(ctx)
+	return r.fetchingDone(ctx, errors.Is(err, errInterrupted), epoch, err)
+}
+
+// errInterrupted ends MIRRORING's work for an operator event.
+var errInterrupted = errors.New("interrupted by an operator event")
+
+// interruptible runs one piece of MIRRORING's work with a context that an
+// operator event cancels, and returns errInterrupted when one did.
+func (r *runner) interruptible(ctx context.Context, work func(context.Context) error) error {
+	wctx, cancel := r.startWork(ctx)
+	err := work(wctx)
+	interrupted := wctx.Err() != nil && ctx.Err() == nil
 	r.endWork(cancel)
-	return r.fetchingDone(ctx, interrupted, epoch, err)
+	if interrupted {
+		return errInterrupted
+	}
+	return err
 }
 
 // fetchingDone is workDone for MIRRORING.
@@ -205,34 +205,13 @@ func (r *runner) fetchingDone(ctx context.Context, interrupted bool, epoch int64
 	return r.workDone(ctx, interrupted, epoch, nil, err)
 }
 
-// startWork returns the context of one work action, which send cancels.
-func (r *runner) startWork(ctx context.Context) (context.Context, context.CancelFunc) {
-	wctx, cancel := context.WithCancel(ctx)
-	r.setCancelWork(cancel)
-	return wctx, cancel
-}
-
 // stepPending steps an operator event that is waiting, if any.
 func (r *runner) stepPending(ctx context.Context) bool {
-	select {
-	case ev := <-r.ctl:
+	ev, ok := r.takeEvent()
+	if ok {
 		r.step(ctx, ev)
-		return true
-	default:
-		return false
 	}
-}
-
-func (r *runner) setCancelWork(cancel context.CancelFunc) {
-	r.workMu.Lock()
-	r.cancelWork = cancel
-	r.workMu.Unlock()
-}
-
-// endWork ends the work context of do.
-func (r *runner) endWork(cancel context.CancelFunc) {
-	r.setCancelWork(nil)
-	cancel()
+	return ok
 }
 
 // uleDetected is the event of a source unclean election found by work.
@@ -306,7 +285,7 @@ func (r *runner) workDone(ctx context.Context, interrupted bool, epoch int64, re
 // or a real fault ends it.
 func (r *runner) fetching(ctx context.Context) error {
 	for {
-		err := r.startMirroring(ctx)
+		err := r.interruptible(ctx, r.startMirroring)
 		for err == nil {
 			err = r.mirrorNext(ctx)
 		}
@@ -316,7 +295,7 @@ func (r *runner) fetching(ctx context.Context) error {
 		if !errors.Is(err, errRealign) {
 			return err
 		}
-		if err := r.realign(ctx, err); err != nil {
+		if err := r.interruptible(ctx, func(wctx context.Context) error { return r.realign(wctx, err) }); err != nil {
 			return err
 		}
 	}

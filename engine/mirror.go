@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -118,11 +117,6 @@ type mirror struct {
 	// bytes, and thousands of idle partitions would each carry one.
 	topicCtx map[string]topicCancel // guarded by mu
 
-	// checked is closed by the watcher once it has left new destination
-	// log ends in the runners' stats: one channel for all runners instead
-	// of one per partition.
-	checked atomic.Pointer[chan struct{}]
-
 	engineLat, produceLat latencyHist // of appended batches, see latency.go
 }
 
@@ -142,28 +136,9 @@ func (m *mirror) latency() MirrorLatency {
 
 // topicCancel is the context of one topic's runners.
 type topicCancel struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-// checkSignal returns the channel closed when the watcher next leaves
-// destination log ends in the stats. A runner takes it before looking at
-// its stats, so an end left after the look closes the channel it holds.
-func (m *mirror) checkSignal() <-chan struct{} {
-	for {
-		if p := m.checked.Load(); p != nil {
-			return *p
-		}
-		ch := make(chan struct{})
-		m.checked.CompareAndSwap(nil, &ch)
-	}
-}
-
-// signalChecked wakes the runners waiting on checkSignal.
-func (m *mirror) signalChecked() {
-	if p := m.checked.Swap(nil); p != nil {
-		close(*p)
-	}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running *sync.WaitGroup // the runners still running
 }
 
 // runner returns the runner of a partition, nil if none.
@@ -236,19 +211,24 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		tc, ok := m.topicCtx[topic]
 		if !ok {
 			tc.ctx, tc.cancel = context.WithCancel(m.ctx)
+			tc.running = new(sync.WaitGroup)
 			if m.topicCtx == nil {
 				m.topicCtx = make(map[string]topicCancel)
 			}
 			m.topicCtx[topic] = tc
 		}
-		rctx := tc.ctx
+		rctx, running := tc.ctx, tc.running
+		running.Add(1)
 		m.runs[tp{topic, p}] = r
 		if !slices.Contains(m.topics, topic) {
 			m.topics = append(m.topics, topic)
 			slices.Sort(m.topics)
 		}
 		m.mu.Unlock()
-		m.e.wg.Go(func() { r.run(rctx, initial...) })
+		m.e.wg.Go(func() {
+			defer running.Done()
+			r.run(rctx, initial...)
+		})
 	}
 	return nil
 }
@@ -296,10 +276,8 @@ func (m *mirror) runnersOf(topic string) []*runner {
 // (in-flight appends included), so a new owner can start cleanly.
 func (m *mirror) removeTopic(topic string) {
 	m.mu.Lock()
-	var rs []*runner
-	for k, r := range m.runs {
+	for k := range m.runs {
 		if k.topic == topic {
-			rs = append(rs, r)
 			delete(m.runs, k)
 		}
 	}
@@ -309,9 +287,7 @@ func (m *mirror) removeTopic(topic string) {
 	m.mu.Unlock()
 	if ok {
 		tc.cancel()
-	}
-	for _, r := range rs {
-		<-r.done
+		tc.running.Wait()
 	}
 }
 
@@ -399,8 +375,8 @@ func (m *mirror) watch(ctx context.Context) {
 				continue
 			}
 			r.stats.observeEnd(observedEnd{end: end, at: now})
+			r.poke()
 		}
-		m.signalChecked()
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,17 +22,12 @@ type runner struct {
 	topic     string
 	partition int32
 	stats     *partStats
-	ctl       chan partition.Event
-	faults    chan error // failures found outside the runner (a deleted source topic)
-	done      chan struct{}
+	in        inbox
 	persist   func(context.Context, store.PartitionRecord) error // nil: nothing is persisted
 
 	st    partition.Status
 	work  partition.Action // the work action in progress or due, nil when idle
 	retry *time.Timer
-
-	workMu     sync.Mutex
-	cancelWork context.CancelFunc // interrupts the work in progress for a command
 
 	src route // source leader, epoch and topic id
 	dst route // destination leader and topic id
@@ -49,7 +43,6 @@ type runner struct {
 	maxInFlight int
 
 	gen         uint64 // bumps whenever outstanding fetches become stale
-	reply       chan fetchResult
 	outstanding bool
 	maxBytes    int32
 
@@ -69,10 +62,7 @@ type runner struct {
 func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
 	return &runner{
 		m: m, topic: topic, partition: p, stats: stats, st: st,
-		ctl:         make(chan partition.Event, 4),
-		faults:      make(chan error, 1),
-		done:        make(chan struct{}),
-		reply:       make(chan fetchResult, 1),
+		in:          inbox{wake: make(chan struct{}, 1)},
 		maxBytes:    m.cfg.PartitionFetchBytes,
 		maxInFlight: m.cfg.MaxInFlight,
 		lastEpoch:   -1,
@@ -110,7 +100,7 @@ func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 	w := want{
 		topic: r.topic, topicID: r.src.topicID, partition: r.partition,
 		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: lastEpoch,
-		maxBytes: r.maxBytes, gen: r.gen, reply: r.reply,
+		maxBytes: r.maxBytes, gen: r.gen, to: r,
 		behind: offset < r.srcHWM || r.srcHWM < 0,
 	}
 	select {
@@ -139,29 +129,44 @@ func (r *runner) startMirroring(ctx context.Context) error {
 
 // mirrorNext waits for one thing to happen while MIRRORING and handles it:
 // fetch ahead, transform and append in order. An idle partition spends its
-// life blocked here, so this frame and those below it (run, do, fetching)
-// are kept small, the work being done in functions called after the wait:
-// the runtime then shrinks the idle goroutine's stack from 8 KiB to 4 KiB
-// (it does so only for a goroutine using under a quarter of its stack,
-// counting 800 bytes of guard).
+// life blocked here, so this frame and those below it (run, doFetching,
+// fetching) are kept small, the work being done in functions called after
+// the wait: the runtime then shrinks the idle goroutine's stack from 8 KiB
+// to 4 KiB (it does so only for a goroutine using under a quarter of its
+// stack, counting 800 bytes of guard).
 func (r *runner) mirrorNext(ctx context.Context) error {
-	checked := r.m.checkSignal()
 	if r.stats.endWaiting() {
 		return r.checkEnd()
 	}
-	var res fetchResult // received into directly: no second copy in the frame
+	if err := r.takeFault(); err != nil {
+		return err
+	}
+	if r.eventPending() {
+		return errInterrupted
+	}
+	if pending, empty := r.resultPending(); pending {
+		if empty { // an idle long-poll's answer: only a want to post again
+			return r.takeFetch(ctx)
+		}
+		return r.interruptible(ctx, r.takeFetch)
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case err := <-r.faults:
-		return err
 	case <-r.oldestDone():
-		return r.completeOldest(ctx)
-	case <-checked:
-		return nil // the next call takes the observed end
-	case res = <-r.reply:
-		return r.onFetch(ctx, &res)
+		return r.interruptible(ctx, r.completeOldest)
+	case <-r.in.wake:
+		return nil // the next call looks into the inbox
 	}
+}
+
+// takeFetch handles the fetcher's answer waiting in the inbox.
+func (r *runner) takeFetch(ctx context.Context) error {
+	var res fetchResult
+	if !r.takeResult(&res) {
+		return nil
+	}
+	return r.onFetch(ctx, &res)
 }
 
 // completeOldest settles the oldest in-flight batch, which has its answer.

@@ -98,30 +98,34 @@ func (r *runner) sourceBatchAt(ctx context.Context, offset int64) (batch.Header,
 	r.post(ctx, offset, -1)
 	defer r.dropFetch()
 	for {
-		select {
-		case <-ctx.Done():
-			return batch.Header{}, nil, ctx.Err()
-		case res := <-r.reply:
-			if res.gen != r.gen {
-				continue
+		var res fetchResult
+		if !r.takeResult(&res) {
+			select {
+			case <-ctx.Done():
+				return batch.Header{}, nil, ctx.Err()
+			case <-r.in.wake:
 			}
-			if res.err != nil {
-				return batch.Header{}, nil, res.err
-			}
-			var h batch.Header
-			var b []byte
-			_, err := batch.Split(res.records, func(hh batch.Header, bb []byte) error {
-				if hh.NextOffset() > offset {
-					h, b = hh, bb
-					return errStopSplit
-				}
-				return nil
-			})
-			if err != nil && !errors.Is(err, errStopSplit) {
-				return h, nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %v", ErrBadSourceBatch, offset, err)}
-			}
-			return h, b, nil
+			continue
 		}
+		if res.gen != r.gen {
+			continue
+		}
+		if res.err != nil {
+			return batch.Header{}, nil, res.err
+		}
+		var h batch.Header
+		var b []byte
+		_, err := batch.Split(res.records, func(hh batch.Header, bb []byte) error {
+			if hh.NextOffset() > offset {
+				h, b = hh, bb
+				return errStopSplit
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopSplit) {
+			return h, nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %v", ErrBadSourceBatch, offset, err)}
+		}
+		return h, b, nil
 	}
 }
 

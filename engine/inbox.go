@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// inbox is what other goroutines hand a runner: operator events, a failure
+// found outside it and the fetcher's answer. wake holds a token whenever
+// something was added since the runner last waited, so an idle runner
+// waits on one channel besides its context; a waiter looks into the inbox
+// before it blocks, and a token left after the look ends the wait.
+//
+// Thousands of idle partitions each keep one, so it is one small channel
+// and fields rather than a channel per kind of message.
+type inbox struct {
+	mu         sync.Mutex
+	events     []partition.Event  // operator events, oldest first
+	fault      error              // a failure found outside the runner (a deleted source topic)
+	result     fetchResult        // the fetcher's newest answer, when hasResult
+	hasResult  bool               //
+	exited     bool               // run has returned: events are dropped
+	cancelWork context.CancelFunc // interrupts the work in progress for a command
+	wake       chan struct{}      // capacity 1
+}
+
+// poke leaves a wake token, unless one is already waiting.
+func (r *runner) poke() {
+	select {
+	case r.in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send delivers an operator event to the runner, interrupting alignment,
+// fencing or the handling of a fetch answer so it is seen at once. An
+// event sent after the runner has exited is dropped.
+func (r *runner) send(ev partition.Event) {
+	r.in.mu.Lock()
+	if !r.in.exited {
+		r.in.events = append(r.in.events, ev)
+		if r.in.cancelWork != nil {
+			r.in.cancelWork()
+		}
+	}
+	r.in.mu.Unlock()
+	r.poke()
+}
+
+// inject reports a failure found outside the runner; it fails the partition
+// whatever it is doing (a FAILED, PAUSED or STOPPED partition keeps its
+// state: the state machine ignores errors there). Only the first failure
+// not yet taken is kept.
+func (r *runner) inject(err error) {
+	r.in.mu.Lock()
+	if r.in.fault == nil {
+		r.in.fault = err
+	}
+	r.in.mu.Unlock()
+	r.poke()
+}
+
+// deliver hands the runner the fetcher's answer to one of its wants,
+// without ever blocking the fetcher, which serves other partitions too. A
+// runner cares only about the answer to its newest want: an unread answer
+// to an older want is replaced, and an unread answer to a newer one is
+// kept (answers to a want abandoned by a realignment may arrive after
+// those to its successor, on another connection or from another fetcher).
+func (r *runner) deliver(res fetchResult) {
+	r.in.mu.Lock()
+	if !r.in.hasResult || res.gen >= r.in.result.gen {
+		r.in.result, r.in.hasResult = res, true
+	}
+	r.in.mu.Unlock()
+	r.poke()
+}
+
+// takeEvent removes the oldest operator event, if any.
+func (r *runner) takeEvent() (partition.Event, bool) {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	if len(r.in.events) == 0 {
+		return nil, false
+	}
+	ev := r.in.events[0]
+	r.in.events[0] = nil
+	r.in.events = r.in.events[1:]
+	if len(r.in.events) == 0 {
+		r.in.events = nil
+	} else {
+		r.poke() // the next waiter takes the rest
+	}
+	return ev, true
+}
+
+// eventPending reports whether an operator event waits.
+func (r *runner) eventPending() bool {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	return len(r.in.events) > 0
+}
+
+// takeFault removes the failure found outside the runner, nil if none.
+func (r *runner) takeFault() error {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	err := r.in.fault
+	r.in.fault = nil
+	return err
+}
+
+// resultPending reports whether a fetch answer waits, and whether it is
+// empty: no records, no error, no divergence (an idle long-poll).
+func (r *runner) resultPending() (pending, empty bool) {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	res := &r.in.result
+	return r.in.hasResult, res.err == nil && len(res.records) == 0 && res.divergence == nil
+}
+
+// takeResult removes the waiting fetch answer into res.
+func (r *runner) takeResult(res *fetchResult) bool {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	if !r.in.hasResult {
+		return false
+	}
+	*res = r.in.result
+	r.in.result, r.in.hasResult = fetchResult{}, false
+	return true
+}
+
+// startWork returns the context of one piece of work, which send cancels;
+// it is cancelled at once if an event is already waiting.
+func (r *runner) startWork(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(ctx)
+	r.in.mu.Lock()
+	r.in.cancelWork = cancel
+	if len(r.in.events) > 0 {
+		cancel()
+	}
+	r.in.mu.Unlock()
+	return wctx, cancel
+}
+
+// endWork ends the context of startWork.
+func (r *runner) endWork(cancel context.CancelFunc) {
+	r.in.mu.Lock()
+	r.in.cancelWork = nil
+	r.in.mu.Unlock()
+	cancel()
+}
+
+// markExited makes later events be dropped.
+func (r *runner) markExited() {
+	r.in.mu.Lock()
+	r.in.exited = true
+	r.in.events = nil
+	r.in.mu.Unlock()
+}
