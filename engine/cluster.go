@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 )
 
 // cluster is one Kafka cluster the engine talks to, through a franz-go
@@ -202,4 +205,111 @@ func retriable(err error) bool {
 	// Anything that is not a Kafka error code is a connection or client
 	// error: retry it.
 	return !errors.Is(err, context.Canceled)
+}
+
+// Writer identities are acquired with InitProducerID requests the engine
+// routes itself (initProducerID). kgo would route them to the transaction
+// coordinator too, but it keeps the coordinator of every transactional id it
+// routed for as long as the client lives (about 220 bytes each), and every
+// mirrored partition has a transactional id of its own (writerID).
+const (
+	// txnCoordinatorType is FindCoordinator's key type of a transactional id.
+	txnCoordinatorType int8 = 1
+	// initPIDRetries, initPIDBackoff and initPIDMaxBackoff bound the
+	// retries of an InitProducerID whose coordinator moved or is not
+	// ready: six attempts, about 2.5s of waits in all.
+	initPIDRetries    = 5
+	initPIDBackoff    = 100 * time.Millisecond
+	initPIDMaxBackoff = time.Second
+)
+
+// initProducerID acquires txnID's producer id with a bumped epoch, which
+// fences any older holder of the id. It asks for the coordinator of txnID
+// on every call and sends InitProducerID straight to it, so kgo caches
+// nothing per id. A coordinator that moved, is loading, is not reachable or
+// is still aborting the transaction of an older epoch is looked up and
+// asked again, a few times; any other error (an authorization failure, an
+// invalid timeout) is returned at once. The error code of the answer is
+// returned as the error.
+func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs int32) (*kmsg.InitProducerIDResponse, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.tryInitProducerID(ctx, txnID, timeoutMs)
+		if err == nil || attempt == initPIDRetries || !coordinatorRetriable(err) {
+			return resp, err
+		}
+		if backoff.Sleep(ctx, min(initPIDBackoff<<attempt, initPIDMaxBackoff)) != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// tryInitProducerID is one attempt of initProducerID.
+func (c *cluster) tryInitProducerID(ctx context.Context, txnID string, timeoutMs int32) (*kmsg.InitProducerIDResponse, error) {
+	node, err := c.txnCoordinator(ctx, txnID)
+	if err != nil {
+		return nil, err
+	}
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID = &txnID
+	req.TransactionTimeoutMillis = timeoutMs
+	req.ProducerID = -1
+	req.ProducerEpoch = -1
+	kresp, err := c.cl.Broker(int(node)).Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.InitProducerIDResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// txnCoordinator returns the broker that coordinates txnID. kgo sends a raw
+// FindCoordinator to any broker, retries it only on connection errors, and
+// leaves the coordinator cache alone (only its own coordinator lookups fill
+// it). It sends the batch form (v4+) whenever the broker speaks it, and
+// fills both the batch answer (Coordinators) and the single-key fields
+// whichever version was spoken; the batch answer is read when present.
+func (c *cluster) txnCoordinator(ctx context.Context, txnID string) (int32, error) {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType = txnCoordinatorType
+	req.CoordinatorKey = txnID
+	req.CoordinatorKeys = []string{txnID}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return 0, fmt.Errorf("find coordinator: %w", err)
+	}
+	node, code := resp.NodeID, resp.ErrorCode // v0-3
+	if len(resp.Coordinators) > 0 {
+		i := slices.IndexFunc(resp.Coordinators, func(rc kmsg.FindCoordinatorResponseCoordinator) bool { return rc.Key == txnID })
+		if i < 0 {
+			return 0, errors.New("find coordinator: transactional id missing from response")
+		}
+		node, code = resp.Coordinators[i].NodeID, resp.Coordinators[i].ErrorCode
+	}
+	if err := kerr.ErrorForCode(code); err != nil {
+		return 0, fmt.Errorf("find coordinator: %w", err)
+	}
+	if node < 0 {
+		return 0, fmt.Errorf("find coordinator: %w", kerr.CoordinatorNotAvailable)
+	}
+	return node, nil
+}
+
+// coordinatorRetriable reports errors of initProducerID after which a fresh
+// coordinator lookup may succeed: the coordinator moved or is loading its
+// state, it is still aborting the open transaction of an older epoch
+// (CONCURRENT_TRANSACTIONS), or it could not be reached (any error that is
+// no Kafka error code, but the end of ctx or of the client).
+func coordinatorRetriable(err error) bool {
+	switch {
+	case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable),
+		errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.ConcurrentTransactions):
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrClientClosed):
+		return false
+	}
+	var ke *kerr.Error
+	return !errors.As(err, &ke)
 }

@@ -286,17 +286,9 @@ func (r *runner) fence(ctx context.Context) error {
 
 // initWriter acquires the partition's writer identity with a bumped epoch.
 func (r *runner) initWriter(ctx context.Context) error {
-	req := kmsg.NewPtrInitProducerIDRequest()
 	txnID := writerID(r.m.cfg.Name, r.topic, r.partition)
-	req.TransactionalID = &txnID
-	req.TransactionTimeoutMillis = 60_000
-	req.ProducerID = -1
-	req.ProducerEpoch = -1
-	resp, err := req.RequestWith(ctx, r.m.e.dst.cl)
+	resp, err := r.m.e.dst.initProducerID(ctx, txnID, 60_000)
 	if err != nil {
-		return fmt.Errorf("init writer %s: %w", txnID, err)
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return fmt.Errorf("init writer %s: %w", txnID, err)
 	}
 	r.writer = batch.Writer{ProducerID: resp.ProducerID, ProducerEpoch: resp.ProducerEpoch, BaseSequence: 0}
