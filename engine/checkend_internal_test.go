@@ -15,10 +15,10 @@ import (
 func TestCheckEndJudgesByWhatWasAckedWhenRead(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	tick := func() time.Time { clock = clock.Add(time.Second); return clock }
-	r := &runner{m: &mirror{e: &Engine{now: func() time.Time { return clock }}},
+	r := &runner{m: &mirror{e: &Engine{now: func() time.Time { return clock }, base: clock}},
 		stats: newPartStats("a-to-b", "t", 0)}
 	r.stats.ps.State = partition.Mirroring
-	r.alignedAt = clock
+	r.alignedAt = 0
 	r.pos, r.acked = 100, 100
 
 	observe := func(end int64, at time.Time) error {

@@ -224,18 +224,25 @@ const (
 )
 
 // initProducerID acquires txnID's producer id with a bumped epoch, which
-// fences any older holder of the id. It asks for the coordinator of txnID
-// on every call and sends InitProducerID straight to it, so kgo caches
-// nothing per id. A coordinator that moved, is loading, is not reachable or
-// is still aborting the transaction of an older epoch is looked up and
-// asked again, a few times; any other error (an authorization failure, an
-// invalid timeout) is returned at once. The error code of the answer is
-// returned as the error.
-func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs int32) (*kmsg.InitProducerIDResponse, error) {
+// fences any older holder of the id, sending InitProducerID straight to the
+// coordinator. *coord is where the caller keeps txnID's coordinator between
+// calls (-1 when unknown): it is looked up when unknown and after an answer
+// saying it moved, so kgo caches nothing per id and a stop of thousands of
+// partitions sends one request each. A coordinator that moved, is loading,
+// is not reachable or is still aborting the transaction of an older epoch
+// is looked up and asked again, a few times; any other error (an
+// authorization failure, an invalid timeout) is returned at once. The error
+// code of the answer is returned as the error.
+func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs int32, coord *int32) (*kmsg.InitProducerIDResponse, error) {
 	for attempt := 0; ; attempt++ {
-		resp, err := c.tryInitProducerID(ctx, txnID, timeoutMs)
+		known := *coord >= 0
+		resp, err := c.tryInitProducerID(ctx, txnID, timeoutMs, coord)
 		if err == nil || attempt == initPIDRetries || !coordinatorRetriable(err) {
 			return resp, err
+		}
+		*coord = -1
+		if known && attempt == 0 {
+			continue // the coordinator kept from an earlier call moved: look it up now
 		}
 		if backoff.Sleep(ctx, min(initPIDBackoff<<attempt, initPIDMaxBackoff)) != nil {
 			return nil, ctx.Err()
@@ -244,17 +251,20 @@ func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs in
 }
 
 // tryInitProducerID is one attempt of initProducerID.
-func (c *cluster) tryInitProducerID(ctx context.Context, txnID string, timeoutMs int32) (*kmsg.InitProducerIDResponse, error) {
-	node, err := c.txnCoordinator(ctx, txnID)
-	if err != nil {
-		return nil, err
+func (c *cluster) tryInitProducerID(ctx context.Context, txnID string, timeoutMs int32, coord *int32) (*kmsg.InitProducerIDResponse, error) {
+	if *coord < 0 {
+		node, err := c.txnCoordinator(ctx, txnID)
+		if err != nil {
+			return nil, err
+		}
+		*coord = node
 	}
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID = &txnID
 	req.TransactionTimeoutMillis = timeoutMs
 	req.ProducerID = -1
 	req.ProducerEpoch = -1
-	kresp, err := c.cl.Broker(int(node)).Request(ctx, req)
+	kresp, err := c.cl.Broker(int(*coord)).Request(ctx, req)
 	if err != nil {
 		return nil, err
 	}

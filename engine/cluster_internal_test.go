@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +88,12 @@ func failKey(kc *kfake.Cluster, key kmsg.Key, n int, code int16) *seenRequests {
 // observe records the requests of key and lets the cluster answer them.
 func observe(kc *kfake.Cluster, key kmsg.Key) *seenRequests { return failKey(kc, key, 0, 0) }
 
+// unknownCoordinator is a coordinator kept by no earlier call.
+func unknownCoordinator() *int32 {
+	c := int32(-1)
+	return &c
+}
+
 // TestInitProducerIDFindsCoordinator: initProducerID finds the coordinator
 // of the transactional id on every call (one FindCoordinator each: kgo's
 // coordinator cache is not used) and sends InitProducerID straight to it; a
@@ -111,11 +118,11 @@ func TestInitProducerIDFindsCoordinator(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			kc, c := coordCluster(t, tt.opts...)
 			finds, inits := observe(kc, kmsg.FindCoordinator), observe(kc, kmsg.InitProducerID)
-			first, err := c.initProducerID(ctx, id, 60_000)
+			first, err := c.initProducerID(ctx, id, 60_000, unknownCoordinator())
 			if err != nil {
 				t.Fatal(err)
 			}
-			second, err := c.initProducerID(ctx, id, 60_000)
+			second, err := c.initProducerID(ctx, id, 60_000, unknownCoordinator())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +149,7 @@ func TestInitProducerIDFindsCoordinator(t *testing.T) {
 
 	t.Run("coordinator moved", func(t *testing.T) {
 		kc, c := coordCluster(t)
-		if _, err := c.initProducerID(ctx, id, 60_000); err != nil {
+		if _, err := c.initProducerID(ctx, id, 60_000, unknownCoordinator()); err != nil {
 			t.Fatal(err)
 		}
 		old := kc.CoordinatorFor(id)
@@ -153,13 +160,48 @@ func TestInitProducerIDFindsCoordinator(t *testing.T) {
 			kc.RehashCoordinators()
 		}
 		inits := observe(kc, kmsg.InitProducerID)
-		if _, err := c.initProducerID(ctx, id, 60_000); err != nil {
+		if _, err := c.initProducerID(ctx, id, 60_000, unknownCoordinator()); err != nil {
 			t.Fatal(err)
 		}
 		// A cached coordinator would have been asked first, and answered
 		// NOT_COORDINATOR.
 		if nodes, _ := inits.snapshot(); len(nodes) != 1 || nodes[0] != kc.CoordinatorFor(id) {
 			t.Fatalf("InitProducerID requests reached brokers %v, want one to the new coordinator %d", nodes, kc.CoordinatorFor(id))
+		}
+	})
+
+	t.Run("coordinator kept between calls", func(t *testing.T) {
+		kc, c := coordCluster(t)
+		coord := unknownCoordinator()
+		if _, err := c.initProducerID(ctx, id, 60_000, coord); err != nil {
+			t.Fatal(err)
+		}
+		if *coord != kc.CoordinatorFor(id) {
+			t.Fatalf("kept coordinator %d, want %d", *coord, kc.CoordinatorFor(id))
+		}
+		finds, inits := observe(kc, kmsg.FindCoordinator), observe(kc, kmsg.InitProducerID)
+		if _, err := c.initProducerID(ctx, id, 60_000, coord); err != nil {
+			t.Fatal(err)
+		}
+		if n := finds.count(); n != 0 {
+			t.Fatalf("%d FindCoordinator requests with the coordinator kept, want none", n)
+		}
+		old := kc.CoordinatorFor(id)
+		for i := 0; kc.CoordinatorFor(id) == old; i++ {
+			if i == 100 {
+				t.Fatal("the coordinator never moved")
+			}
+			kc.RehashCoordinators()
+		}
+		if _, err := c.initProducerID(ctx, id, 60_000, coord); err != nil {
+			t.Fatal(err)
+		}
+		nodes, _ := inits.snapshot()
+		if want := []int32{old, old, kc.CoordinatorFor(id)}; !slices.Equal(nodes, want) {
+			t.Fatalf("InitProducerID requests reached brokers %v, want %v (the kept coordinator, then the new one)", nodes, want)
+		}
+		if n := finds.count(); n != 1 || *coord != kc.CoordinatorFor(id) {
+			t.Fatalf("after the move: %d FindCoordinator requests, kept coordinator %d; want 1 and %d", n, *coord, kc.CoordinatorFor(id))
 		}
 	})
 
@@ -185,7 +227,7 @@ func TestInitProducerIDFindsCoordinator(t *testing.T) {
 			} else {
 				finds, inits = observe(kc, kmsg.FindCoordinator), failKey(kc, tt.key, tt.n, tt.code)
 			}
-			resp, err := c.initProducerID(ctx, id, 60_000)
+			resp, err := c.initProducerID(ctx, id, 60_000, unknownCoordinator())
 			if err != nil {
 				t.Fatalf("init after %d %s answers: %v", tt.n, kerr.ErrorForCode(tt.code), err)
 			}
@@ -202,7 +244,7 @@ func TestInitProducerIDFindsCoordinator(t *testing.T) {
 		for _, key := range []kmsg.Key{kmsg.FindCoordinator, kmsg.InitProducerID} {
 			kc, c := coordCluster(t)
 			seen := failKey(kc, key, 1000, kerr.TransactionalIDAuthorizationFailed.Code)
-			if _, err := c.initProducerID(ctx, id, 60_000); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			if _, err := c.initProducerID(ctx, id, 60_000, unknownCoordinator()); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 				t.Fatalf("init with %s denied = %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", key.Name(), err)
 			}
 			if n := seen.count(); n != 1 {
@@ -214,7 +256,7 @@ func TestInitProducerIDFindsCoordinator(t *testing.T) {
 	t.Run("retries spent", func(t *testing.T) {
 		kc, c := coordCluster(t)
 		seen := failKey(kc, kmsg.InitProducerID, 1000, kerr.NotCoordinator.Code)
-		if _, err := c.initProducerID(ctx, id, 60_000); !errors.Is(err, kerr.NotCoordinator) {
+		if _, err := c.initProducerID(ctx, id, 60_000, unknownCoordinator()); !errors.Is(err, kerr.NotCoordinator) {
 			t.Fatalf("init = %v, want NOT_COORDINATOR once the retries are spent", err)
 		}
 		if n := seen.count(); n != initPIDRetries+1 {
@@ -228,7 +270,7 @@ func TestInitProducerIDFindsCoordinator(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		if _, err := c.initProducerID(ctx, id, 60_000); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := c.initProducerID(ctx, id, 60_000, unknownCoordinator()); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("init = %v, want the context's end", err)
 		}
 		if d := time.Since(start); d > time.Second {

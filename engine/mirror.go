@@ -207,7 +207,7 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		stats := newPartStats(m.cfg.Name, topic, p)
 		stats.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		r := newRunner(m, topic, p, stats, init.status)
-		r.persist, r.restoredTxns, r.gapFill = persist, init.txns, m.cfg.GapFill
+		r.persist, r.restoredTxns = persist, init.txns
 		tc, ok := m.topicCtx[topic]
 		if !ok {
 			tc.ctx, tc.cancel = context.WithCancel(m.ctx)
@@ -344,7 +344,7 @@ func (m *mirror) watch(ctx context.Context) {
 		now := m.e.now()
 		rs := m.runners()
 		for _, r := range rs {
-			r.stats.updateRate(now)
+			r.stats.updateRate(m.e.sinceBase(now))
 		}
 		topics := m.topicList()
 		if len(topics) == 0 {

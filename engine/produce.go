@@ -221,7 +221,7 @@ func (r *runner) align(ctx context.Context) error {
 		r.fillTo, r.deleteTo = 0, 0
 	}
 	r.pos, r.acked = dstEnd, dstEnd
-	r.alignedAt = at
+	r.alignedAt = r.m.e.sinceBase(at)
 	r.dropFetch()
 	if r.txm == nil && len(r.restoredTxns) > 0 {
 		// Continue the mirrored transactions of the previous owner now,
@@ -287,7 +287,7 @@ func (r *runner) fence(ctx context.Context) error {
 // initWriter acquires the partition's writer identity with a bumped epoch.
 func (r *runner) initWriter(ctx context.Context) error {
 	txnID := writerID(r.m.cfg.Name, r.topic, r.partition)
-	resp, err := r.m.e.dst.initProducerID(ctx, txnID, 60_000)
+	resp, err := r.m.e.dst.initProducerID(ctx, txnID, 60_000, &r.coord)
 	if err != nil {
 		return fmt.Errorf("init writer %s: %w", txnID, err)
 	}

@@ -21,6 +21,7 @@ type runner struct {
 	m         *mirror
 	topic     string
 	partition int32
+	openTxns  int32 // open mirrored transactions last persisted
 	stats     *partStats
 	in        inbox
 	persist   func(context.Context, store.PartitionRecord) error // nil: nothing is persisted
@@ -37,24 +38,23 @@ type runner struct {
 	fillTo    int64 // alignment decided to fill up to here before mirroring
 	deleteTo  int64 // then move the destination log start here (the source's)
 	lastEpoch int32 // source leader epoch of the last fetched batch
-	writer    batch.Writer
-
-	inflight    []inflight // issued batches, oldest first
-	maxInFlight int
-
-	gen         uint64 // bumps whenever outstanding fetches become stale
+	attempt   int16 // consecutive transient failures inside MIRRORING, for backoff
+	// outstanding: a want is at the fetcher (kept here, next to the
+	// fields above, where it costs no padding)
 	outstanding bool
-	maxBytes    int32
+	writer      batch.Writer
 
-	attempt int // consecutive transient failures inside MIRRORING, for backoff
+	inflight []inflight // issued batches, oldest first
+
+	gen      uint64 // bumps whenever outstanding fetches become stale
+	maxBytes int32
+	coord    int32 // the destination's coordinator of the writer id, -1 unknown (initProducerID)
 
 	txm          *txn.Mapper    // mirrored transactions; created at the first alignment
 	restoredTxns []txn.Producer // from the partition record, for the first alignment
-	openTxns     int            // open mirrored transactions last persisted
-	gapFill      bool           // mirror.gap.policy=fill
-	alignedAt    time.Time      // when the destination log end was last read by alignment
+	alignedAt    time.Duration  // when the destination log end was last read by alignment (Engine.sinceBase)
 	ackMark      int64          // acked when the last destination check was taken...
-	ackMarkAt    time.Time      // ...at this time: a lower bound of what was acked before the next check was read
+	ackMarkAt    time.Duration  // ...at this time (sinceBase): a lower bound of what was acked before the next check was read
 	srcHWM       int64          // source high watermark from the last fetch answer, -1 before the first
 	failbackFrom string         // the forward mirror this partition fails back from, once found
 }
@@ -62,11 +62,11 @@ type runner struct {
 func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
 	return &runner{
 		m: m, topic: topic, partition: p, stats: stats, st: st,
-		in:          inbox{wake: make(chan struct{}, 1)},
-		maxBytes:    m.cfg.PartitionFetchBytes,
-		maxInFlight: m.cfg.MaxInFlight,
-		lastEpoch:   -1,
-		srcHWM:      -1,
+		in:        inbox{wake: make(chan struct{}, 1)},
+		maxBytes:  m.cfg.PartitionFetchBytes,
+		lastEpoch: -1,
+		srcHWM:    -1,
+		coord:     -1,
 	}
 }
 
@@ -185,14 +185,15 @@ func (r *runner) checkEnd() error {
 		r.txm.ReleaseIdle(r.m.e.now(), idleTxnProducer)
 	}
 	mark, markAt := r.ackMark, r.ackMarkAt
-	r.ackMark, r.ackMarkAt = r.acked, r.m.e.now()
+	r.ackMark, r.ackMarkAt = r.acked, r.m.e.sinceBase(r.m.e.now())
+	at := r.m.e.sinceBase(o.at)
 	switch {
-	case o.at.Before(r.alignedAt):
+	case at < r.alignedAt:
 		// observed before the last alignment: says nothing now
 	case o.end > r.pos:
 		// pos only grows, so the end read earlier is beyond it then too.
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: o.end, Cause: ErrForeignWrite}
-	case !markAt.Before(r.alignedAt) && markAt.Before(o.at) && o.end < mark:
+	case markAt >= r.alignedAt && markAt < at && o.end < mark:
 		// The destination lost acknowledged records: the topic was
 		// deleted and recreated (a rebuild) or truncated. Align again.
 		// Compared with what was acked before the end was read, not
@@ -363,7 +364,7 @@ func (r *runner) throttle(ctx context.Context, n int) error {
 
 // makeRoom waits for the oldest in-flight batch when the pipeline is full.
 func (r *runner) makeRoom(ctx context.Context) error {
-	if len(r.inflight) < r.maxInFlight {
+	if len(r.inflight) < r.m.cfg.MaxInFlight {
 		return nil
 	}
 	return r.complete(ctx, r.popInflight())

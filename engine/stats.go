@@ -16,15 +16,16 @@ type partStats struct {
 	srcNewestTs  int64 // max timestamp of the newest source batch seen
 	lastMirrorTs int64 // max timestamp of the newest batch appended
 
-	rateAt               time.Time
+	rateAt               time.Duration // Engine.sinceBase of the last rate update, if rated
 	rateBytes, rateBatch int64
 
 	// end is the destination log end last observed by the mirror's
 	// watcher, for the runner, which alone can tell a foreign write from
 	// its own appends; hasEnd until the runner takes it. The watcher
-	// signals new ends on mirror.checkSignal.
+	// wakes the runner after leaving one.
 	end    observedEnd
 	hasEnd bool
+	rated  bool // rateAt and the counters are set
 }
 
 func newPartStats(mirror, topic string, p int32) *partStats {
@@ -132,17 +133,18 @@ func (s *partStats) appended(base, end int64, epoch int32, bytes int64, maxTs in
 // maxLineage bounds the epoch lineage kept per partition.
 const maxLineage = 16
 
-// updateRate recomputes bytes/s and batches/s from the counters.
-func (s *partStats) updateRate(now time.Time) {
+// updateRate recomputes bytes/s and batches/s from the counters; now is
+// Engine.sinceBase of the clock.
+func (s *partStats) updateRate(now time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.rateAt.IsZero() {
-		if dt := now.Sub(s.rateAt).Seconds(); dt > 0 {
+	if s.rated {
+		if dt := (now - s.rateAt).Seconds(); dt > 0 {
 			s.ps.BytesPerSec = float64(s.ps.BytesCopied-s.rateBytes) / dt
 			s.ps.BatchesPerSec = float64(s.ps.BatchesCopied-s.rateBatch) / dt
 		}
 	}
-	s.rateAt, s.rateBytes, s.rateBatch = now, s.ps.BytesCopied, s.ps.BatchesCopied
+	s.rated, s.rateAt, s.rateBytes, s.rateBatch = true, now, s.ps.BytesCopied, s.ps.BatchesCopied
 }
 
 func (s *partStats) setOpenTxns(n int) {

@@ -192,8 +192,8 @@ func (r *runner) persistTxnsIfChanged(ctx context.Context) {
 		}
 	}
 	r.stats.setOpenTxns(n)
-	if n != r.openTxns {
-		r.openTxns = n
+	if int32(n) != r.openTxns {
+		r.openTxns = int32(n)
 		r.persistStatus(ctx, r.st)
 	}
 }
@@ -250,7 +250,7 @@ var gapKey = []byte("__kmirror_gap")
 // fillGap appends tombstones under gapKey for the offsets from the
 // destination position up to to, which the source no longer holds.
 func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
-	if !r.gapFill {
+	if !r.m.cfg.GapFill {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)}
 	}
 	for r.pos < to {
@@ -280,7 +280,7 @@ func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
 // offset range: tombstones under gapKey take the missing offsets. These are
 // the only batches kmirror ever recompresses; they are counted as fillers.
 func (r *runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
-	if !r.gapFill {
+	if !r.m.cfg.GapFill {
 		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)}
 	}
 	raw, err := kgo.DefaultDecompressor().Decompress(b[batch.HeaderSize:], kgo.CompressionCodecType(h.Codec()))
