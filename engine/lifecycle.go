@@ -78,15 +78,20 @@ func (r *runner) waitEvent(ctx context.Context) {
 	if r.stepInbox(ctx) {
 		return
 	}
-	var retry <-chan time.Time
-	if r.retry != nil {
-		retry = r.retry.C
+	if r.retry == nil {
+		// One channel to wait on, as in mirrorNext; the end of ctx
+		// wakes it too.
+		<-r.in.wake
+		if ctx.Err() == nil {
+			r.stepInbox(ctx)
+		}
+		return
 	}
 	select {
 	case <-ctx.Done():
 	case <-r.in.wake:
 		r.stepInbox(ctx)
-	case <-retry:
+	case <-r.retry.C:
 		r.retry = nil
 		r.step(ctx, partition.Tick{Now: r.m.e.now()})
 	}
@@ -406,7 +411,7 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 		}
 	} else {
-		for _, p := range r.restoredTxns {
+		for _, p := range r.restoredTxns() {
 			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 		}
 	}

@@ -139,6 +139,25 @@ type topicCancel struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	running *sync.WaitGroup // the runners still running
+	// runners are woken when ctx ends: an idle runner waits on its inbox
+	// alone (see mirrorNext). Guarded by mirror.mu.
+	runners *[]*runner
+}
+
+// newTopicCancel returns the context of a topic's runners, which wakes
+// them when it ends.
+func (m *mirror) newTopicCancel() topicCancel {
+	tc := topicCancel{running: new(sync.WaitGroup), runners: new([]*runner)}
+	tc.ctx, tc.cancel = context.WithCancel(m.ctx)
+	context.AfterFunc(tc.ctx, func() {
+		m.mu.Lock()
+		rs := slices.Clone(*tc.runners)
+		m.mu.Unlock()
+		for _, r := range rs {
+			r.poke()
+		}
+	})
+	return tc
 }
 
 // runner returns the runner of a partition, nil if none.
@@ -207,11 +226,13 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		stats := newPartStats(m.cfg.Name, topic, p)
 		stats.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		r := newRunner(m, topic, p, stats, init.status)
-		r.persist, r.restoredTxns = persist, init.txns
+		r.persist = persist
+		if len(init.txns) > 0 {
+			r.rarely().restoredTxns = init.txns
+		}
 		tc, ok := m.topicCtx[topic]
 		if !ok {
-			tc.ctx, tc.cancel = context.WithCancel(m.ctx)
-			tc.running = new(sync.WaitGroup)
+			tc = m.newTopicCancel()
 			if m.topicCtx == nil {
 				m.topicCtx = make(map[string]topicCancel)
 			}
@@ -219,6 +240,7 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		}
 		rctx, running := tc.ctx, tc.running
 		running.Add(1)
+		*tc.runners = append(*tc.runners, r)
 		m.runs[tp{topic, p}] = r
 		if !slices.Contains(m.topics, topic) {
 			m.topics = append(m.topics, topic)

@@ -223,7 +223,7 @@ func (r *runner) align(ctx context.Context) error {
 	r.pos, r.acked = dstEnd, dstEnd
 	r.alignedAt = r.m.e.sinceBase(at)
 	r.dropFetch()
-	if r.txm == nil && len(r.restoredTxns) > 0 {
+	if r.txm == nil && len(r.restoredTxns()) > 0 {
 		// Continue the mirrored transactions of the previous owner now,
 		// before anything is appended.
 		if _, err := r.mapper(ctx); err != nil {

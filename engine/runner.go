@@ -50,13 +50,36 @@ type runner struct {
 	maxBytes int32
 	coord    int32 // the destination's coordinator of the writer id, -1 unknown (initProducerID)
 
-	txm          *txn.Mapper    // mirrored transactions; created at the first alignment
+	txm       *txn.Mapper   // mirrored transactions; created at the first alignment
+	alignedAt time.Duration // when the destination log end was last read by alignment (Engine.sinceBase)
+	ackMark   int64         // acked when the last destination check was taken...
+	ackMarkAt time.Duration // ...at this time (sinceBase): a lower bound of what was acked before the next check was read
+	srcHWM    int64         // source high watermark from the last fetch answer, -1 before the first
+	rare      *runnerRare   // nil until needed
+}
+
+// runnerRare is what few runners need, kept apart so that thousands of
+// idle runners do not each carry it.
+type runnerRare struct {
 	restoredTxns []txn.Producer // from the partition record, for the first alignment
-	alignedAt    time.Duration  // when the destination log end was last read by alignment (Engine.sinceBase)
-	ackMark      int64          // acked when the last destination check was taken...
-	ackMarkAt    time.Duration  // ...at this time (sinceBase): a lower bound of what was acked before the next check was read
-	srcHWM       int64          // source high watermark from the last fetch answer, -1 before the first
 	failbackFrom string         // the forward mirror this partition fails back from, once found
+}
+
+// rarely returns the runner's rarely needed fields, allocating them.
+func (r *runner) rarely() *runnerRare {
+	if r.rare == nil {
+		r.rare = new(runnerRare)
+	}
+	return r.rare
+}
+
+// restoredTxns are the mirrored transactions of the partition record, until
+// the first alignment takes them.
+func (r *runner) restoredTxns() []txn.Producer {
+	if r.rare == nil {
+		return nil
+	}
+	return r.rare.restoredTxns
 }
 
 func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
@@ -135,6 +158,9 @@ func (r *runner) startMirroring(ctx context.Context) error {
 // to 4 KiB (it does so only for a goroutine using under a quarter of its
 // stack, counting 800 bytes of guard).
 func (r *runner) mirrorNext(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if r.stats.endWaiting() {
 		return r.checkEnd()
 	}
@@ -150,13 +176,20 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 		}
 		return r.interruptible(ctx, r.takeFetch)
 	}
+	if len(r.inflight) == 0 {
+		// Idle: one channel to wait on, so the runtime keeps one
+		// waiter for the partition, not one per case; the end of ctx
+		// wakes it too (topicCancel).
+		<-r.in.wake
+		return nil // the next call looks into the inbox
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-r.oldestDone():
 		return r.interruptible(ctx, r.completeOldest)
 	case <-r.in.wake:
-		return nil // the next call looks into the inbox
+		return nil
 	}
 }
 
@@ -266,7 +299,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 	// divergence (KIP-320).
 	r.post(ctx, next, nextEpoch)
 	for _, it := range items {
-		if err := r.appendBatch(ctx, it.h, it.b, res.at); err != nil {
+		if err := r.appendBatch(ctx, it.h, it.b, clockBase.Add(res.at)); err != nil {
 			return err
 		}
 	}

@@ -31,12 +31,15 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 		Mirror: r.m.cfg.Name, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
 		Client: r.m.e.dst.cl, Now: r.m.e.now, Logger: r.m.e.log,
 	})
-	if err := m.Restore(ctx, r.restoredTxns); err != nil {
+	if err := m.Restore(ctx, r.restoredTxns()); err != nil {
 		if err = r.forgetOwnAborts(ctx, m, err); err != nil {
 			return nil, r.txnError(err)
 		}
 	}
-	r.txm, r.restoredTxns = m, nil
+	r.txm = m
+	if r.rare != nil {
+		r.rare.restoredTxns = nil
+	}
 	return m, nil
 }
 
@@ -220,7 +223,7 @@ func (r *runner) txnError(err error) error {
 // are aborted all the same.
 func (r *runner) abortOpen(ctx context.Context) error {
 	if r.txm == nil {
-		if len(r.restoredTxns) == 0 {
+		if len(r.restoredTxns()) == 0 {
 			return nil
 		}
 		if _, err := r.mapper(ctx); err != nil && !errors.Is(err, ErrTxnAborted) {

@@ -203,11 +203,11 @@ func (c Config) WithDefaults() Config {
 // Config is persisted in the partition's __mirror_state record; Config comes
 // from the mirror definition.
 type Status struct {
-	State State
 	// StateEpoch increases by one on every transition (including a new owner
 	// re-entering the same state). Persisted writes and engine results carry
 	// it, so a write or result from an older epoch is recognisably stale.
 	StateEpoch int64
+	State      State
 	Desired    Desired
 	// Rebuild is set by Recover{Rebuild: true} and cleared once alignment
 	// succeeds: while set, a divergence found by alignment is answered with a
@@ -217,12 +217,13 @@ type Status struct {
 	// Failure bookkeeping. PrevState, Error, Cause and Retryable describe the
 	// last failure while FAILED and are cleared when the partition leaves
 	// FAILED. Attempt is the number of the retry scheduled (or under way); it
-	// survives the retry cycle and is reset when MIRRORING is reached.
+	// survives the retry cycle and is reset when MIRRORING is reached. (The
+	// one-byte fields sit together: a Status is in every runner.)
 	PrevState State
-	Attempt   int
-	Error     string
 	Cause     Cause
 	Retryable bool
+	Attempt   int
+	Error     string
 	NextRetry time.Time // zero unless a retry is scheduled
 
 	Config Config

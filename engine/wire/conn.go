@@ -68,6 +68,42 @@ type Options struct {
 	// with ErrConnClosed: a broker that stopped answering must not hold
 	// its requests for ever. Zero waits as long as the connection lives.
 	ResponseTimeout time.Duration
+	// Buffers, if set, is where the connection takes the buffer each
+	// request is written from, and gives it back after the write:
+	// connections that share one keep one buffer between them, not one
+	// each (a fetcher's connections, whose requests list every partition
+	// they fetch). Nil: the connection keeps its own.
+	Buffers *Buffers
+}
+
+// Buffers is a free list of request buffers shared by connections. It
+// keeps one buffer of at most keepWriteBuf bytes; a second one written
+// concurrently is dropped after its write.
+type Buffers struct {
+	mu   sync.Mutex
+	free []byte
+}
+
+// take returns the kept buffer, or nil (AppendRequest allocates).
+func (b *Buffers) take() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	buf := b.free
+	b.free = nil
+	return buf[:0]
+}
+
+// give keeps buf for the next write, unless a buffer is kept already or
+// buf is larger than is worth keeping.
+func (b *Buffers) give(buf []byte) {
+	if cap(buf) > keepWriteBuf {
+		return
+	}
+	b.mu.Lock()
+	if b.free == nil {
+		b.free = buf
+	}
+	b.mu.Unlock()
 }
 
 // versionRange is what the broker advertised for one request key.
@@ -93,7 +129,8 @@ type Conn struct {
 	// the bytes" one step, so the reader's queue order is the wire order.
 	writeMu sync.Mutex
 	corrID  int32
-	wbuf    []byte
+	wbuf    []byte   // the request buffer, when bufs is nil
+	bufs    *Buffers // Options.Buffers
 
 	// queue hands issued requests to the reader goroutine, oldest first.
 	queue chan *Pending
@@ -128,6 +165,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 		nc:        nc,
 		formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID(opts.ClientID)),
 		respWait:  opts.ResponseTimeout,
+		bufs:      opts.Buffers,
 		versions:  make(map[int16]versionRange),
 		queue:     make(chan *Pending, maxQueued),
 		dead:      make(chan struct{}),
@@ -247,7 +285,11 @@ func (c *Conn) issue(req kmsg.Request) (*Pending, error) {
 	}
 
 	p.corrID = c.corrID
-	c.wbuf = c.formatter.AppendRequest(c.wbuf[:0], req, p.corrID)
+	buf := c.wbuf
+	if c.bufs != nil {
+		buf = c.bufs.take()
+	}
+	buf = c.formatter.AppendRequest(buf[:0], req, p.corrID)
 	// Queue before writing: the response can only come after the bytes
 	// are out, and the reader must already know what to expect.
 	select {
@@ -259,9 +301,14 @@ func (c *Conn) issue(req kmsg.Request) (*Pending, error) {
 	if c.corrID < 0 {
 		c.corrID = 0
 	}
-	_, err := c.nc.Write(c.wbuf)
-	if cap(c.wbuf) > keepWriteBuf {
+	_, err := c.nc.Write(buf)
+	switch {
+	case c.bufs != nil:
+		c.bufs.give(buf)
+	case cap(buf) > keepWriteBuf:
 		c.wbuf = nil
+	default:
+		c.wbuf = buf
 	}
 	if err != nil {
 		// p is queued; the reader fails it together with the rest.

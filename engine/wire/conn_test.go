@@ -121,6 +121,59 @@ func TestIssueConcurrentCallers(t *testing.T) {
 	}
 }
 
+// TestSharedBuffers: connections sharing request buffers, each written
+// from several goroutines, still answer every request (a buffer handed to
+// two writes at once would garble one of them, and the race detector would
+// see it), and one buffer is kept between them; a buffer too large to keep
+// is let go.
+func TestSharedBuffers(t *testing.T) {
+	cluster := newCluster(t)
+	ctx := testCtx(t)
+	bufs := new(Buffers)
+	conns := []*Conn{
+		dialTest(t, ctx, cluster.ListenAddrs()[0], Options{Buffers: bufs}),
+		dialTest(t, ctx, cluster.ListenAddrs()[1], Options{Buffers: bufs}),
+	}
+	const callers, each = 4, 25
+	errs := make(chan error, 2*callers*each)
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		for range callers {
+			wg.Go(func() {
+				for i := range each {
+					req := kmsg.NewPtrMetadataRequest()
+					topic := kmsg.NewMetadataRequestTopic()
+					name := fmt.Sprintf("t%d", i)
+					topic.Topic = &name
+					req.Topics = append(req.Topics, topic)
+					raw, err := c.Request(ctx, req)
+					if err != nil {
+						errs <- err
+						continue
+					}
+					resp := raw.(*kmsg.MetadataResponse)
+					if len(resp.Topics) != 1 || resp.Topics[0].Topic == nil || *resp.Topics[0].Topic != name {
+						errs <- fmt.Errorf("asked for topic %s, the answer is about %v", name, resp.Topics)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if bufs.free == nil || cap(bufs.free) == 0 {
+		t.Fatal("no buffer kept between the connections")
+	}
+	bufs.take()
+	bufs.give(make([]byte, 0, keepWriteBuf+1))
+	if bufs.free != nil {
+		t.Fatalf("kept a %d-byte buffer, over the %d-byte limit", cap(bufs.free), keepWriteBuf)
+	}
+}
+
 // TestVersionCapping dials a cluster that emulates Kafka 2.3: ApiVersions
 // v3+ is unknown there, so negotiation must retry lower, and keys newer
 // than 2.3 must be refused before anything is written.
