@@ -87,6 +87,24 @@ func TestInboxWakesForEverything(t *testing.T) {
 		t.Fatal("an event did not interrupt the work in progress")
 	}
 	r.endWork(cancel)
+	r.takeEvent()
+
+	// The end of the runner's context ends its work, which is not a
+	// child of that context, and wakes it.
+	parent, end := context.WithCancel(context.Background())
+	ctx, cancel = r.startWork(parent)
+	woken()
+	end()
+	r.contextEnded()
+	if ctx.Err() == nil || !woken() {
+		t.Fatalf("the end of the runner's context left its work running (%v) or the runner asleep", ctx.Err())
+	}
+	r.endWork(cancel)
+	ctx, cancel = r.startWork(parent)
+	if ctx.Err() == nil {
+		t.Fatal("work started under an ended context is not cancelled")
+	}
+	r.endWork(cancel)
 	r.markExited()
 	r.send(partition.Start{})
 	if r.eventPending() {

@@ -132,17 +132,32 @@ func (r *runner) takeResult(res *fetchResult) bool {
 	return true
 }
 
-// startWork returns the context of one piece of work, which send cancels;
-// it is cancelled at once if an event is already waiting.
+// startWork returns the context of one piece of work, which send cancels,
+// and so does the end of ctx, the runner's context (its topic's, whose end
+// calls contextEnded; it is cancelled at once if ctx has ended or an event
+// is already waiting). The work context is not registered with ctx: the
+// runners of a topic all starting work at once would grow that context's
+// map of children, which never shrinks, by a hundred bytes per partition.
 func (r *runner) startWork(ctx context.Context) (context.Context, context.CancelFunc) {
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.in.mu.Lock()
 	r.in.cancelWork = cancel
-	if len(r.in.events) > 0 {
+	if len(r.in.events) > 0 || ctx.Err() != nil {
 		cancel()
 	}
 	r.in.mu.Unlock()
 	return wctx, cancel
+}
+
+// contextEnded interrupts the work in progress, if any, and wakes the
+// runner: its context has ended.
+func (r *runner) contextEnded() {
+	r.in.mu.Lock()
+	if r.in.cancelWork != nil {
+		r.in.cancelWork()
+	}
+	r.in.mu.Unlock()
+	r.poke()
 }
 
 // endWork ends the context of startWork.

@@ -139,8 +139,9 @@ type topicCancel struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	running *sync.WaitGroup // the runners still running
-	// runners are woken when ctx ends: an idle runner waits on its inbox
-	// alone (see mirrorNext). Guarded by mirror.mu.
+	// runners are told when ctx ends (contextEnded): an idle runner waits
+	// on its inbox alone (see mirrorNext), and a runner's work context is
+	// not a child of ctx (startWork). Guarded by mirror.mu.
 	runners *[]*runner
 }
 
@@ -154,7 +155,7 @@ func (m *mirror) newTopicCancel() topicCancel {
 		rs := slices.Clone(*tc.runners)
 		m.mu.Unlock()
 		for _, r := range rs {
-			r.poke()
+			r.contextEnded()
 		}
 	})
 	return tc
