@@ -55,11 +55,15 @@ func newCluster(name string, bootstrap []string, clientID string, opts ...kgo.Op
 func (c *cluster) close() { c.cl.Close() }
 
 // partMeta is what an uncached Metadata request says about one partition.
+// Caches hold one per partition, so the error is kept as its code.
 type partMeta struct {
-	leader int32
-	epoch  int32
-	err    error
+	leader  int32
+	epoch   int32
+	errCode int16
 }
+
+// err is the partition's error, nil if none.
+func (pm partMeta) err() error { return kerr.ErrorForCode(pm.errCode) }
 
 // topicMeta is what an uncached Metadata request says about one topic.
 type topicMeta struct {
@@ -111,7 +115,7 @@ func (c *cluster) metadata(ctx context.Context, topics []string) (clusterMeta, e
 			if p.Partition < 0 || int(p.Partition) >= len(tm.partitions) {
 				continue
 			}
-			tm.partitions[p.Partition] = partMeta{leader: p.Leader, epoch: p.LeaderEpoch, err: kerr.ErrorForCode(p.ErrorCode)}
+			tm.partitions[p.Partition] = partMeta{leader: p.Leader, epoch: p.LeaderEpoch, errCode: p.ErrorCode}
 		}
 		m.topics[*t.Topic] = tm
 	}

@@ -29,18 +29,23 @@ type fetchKey struct {
 // want asks a fetcher for one partition's records from offset. The runner
 // that owns the partition keeps at most one want outstanding; the fetcher
 // answers it exactly once with to.deliver, which never blocks the fetcher.
+//
+// A fetcher holds every idle partition's want, some twice (queued and in a
+// long-poll's request), so it is kept small: the topic is the runner's.
 type want struct {
-	topic       string
 	topicID     [16]byte
-	partition   int32
+	to          *runner // answered with to.deliver; to.topic names the topic
 	offset      int64
+	gen         uint64
+	partition   int32
 	leaderEpoch int32 // CurrentLeaderEpoch: the source epoch the runner last saw
 	lastEpoch   int32 // LastFetchedEpoch: epoch of the last batch fetched, -1 none
 	maxBytes    int32
-	gen         uint64
-	to          *runner // answered with to.deliver
-	behind      bool    // offset is below the high watermark last seen: data is waiting
+	behind      bool // offset is below the high watermark last seen: data is waiting
 }
+
+// topic is the topic of the want's partition.
+func (w *want) topic() string { return w.to.topic }
 
 // fetchResult is a fetcher's answer to a want.
 type fetchResult struct {
@@ -170,21 +175,20 @@ func (f *fetcher) run(ctx context.Context) {
 // never asks for a partition twice; the answers could not be told apart.
 type wantQueue struct {
 	wants []want
-	at    map[tp]int // index in wants of each partition's want
+	at    map[*runner]int32 // index in wants of each partition's want
 }
 
 func (q *wantQueue) len() int { return len(q.wants) }
 
 func (q *wantQueue) add(w want) {
-	k := tp{w.topic, w.partition}
-	if i, ok := q.at[k]; ok {
+	if i, ok := q.at[w.to]; ok {
 		q.wants[i] = w
 		return
 	}
 	if q.at == nil {
-		q.at = make(map[tp]int)
+		q.at = make(map[*runner]int32)
 	}
-	q.at[k] = len(q.wants)
+	q.at[w.to] = int32(len(q.wants))
 	q.wants = append(q.wants, w)
 }
 
@@ -206,7 +210,7 @@ func (q *wantQueue) takeBehind() []want {
 	q.wants = rest
 	clear(q.at)
 	for i, w := range rest {
-		q.at[tp{w.topic, w.partition}] = i
+		q.at[w.to] = int32(i)
 	}
 	return behind
 }
@@ -303,7 +307,7 @@ func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wi
 		failAll(err)
 		return nil, 0
 	}
-	req, byID, idx := fetchRequest(job)
+	req, idx := fetchRequest(job)
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(job.maxWait)*time.Millisecond+fetchTimeout)
 	resp, err := conn.Request(wctx, req)
 	cancel()
@@ -315,13 +319,13 @@ func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wi
 		return nil, 0
 	}
 	fr := resp.(*kmsg.FetchResponse)
-	f.answer(job.wants, fr, byID, idx)
+	f.answer(job.wants, fr, idx)
 	return conn, time.Duration(fr.ThrottleMillis) * time.Millisecond
 }
 
-// fetchRequest builds the Fetch request of job, with the maps that find a
-// want from a response partition.
-func fetchRequest(job fetchJob) (*kmsg.FetchRequest, map[[16]byte]string, map[tp]int) {
+// fetchRequest builds the Fetch request of job, with the index that finds
+// a want from a response partition.
+func fetchRequest(job fetchJob) (*kmsg.FetchRequest, *wantIndex) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = job.maxWait
@@ -330,18 +334,12 @@ func fetchRequest(job fetchJob) (*kmsg.FetchRequest, map[[16]byte]string, map[tp
 	req.IsolationLevel = 0 // READ_UNCOMMITTED: everything up to the high watermark
 	req.SessionID = 0
 	req.SessionEpoch = -1
-	byTopic := make(map[string]int)
-	byID := make(map[[16]byte]string)
-	idx := make(map[tp]int, len(job.wants))
+	idx := newWantIndex()
 	for j, w := range job.wants {
-		idx[tp{w.topic, w.partition}] = j
-		byID[w.topicID] = w.topic
-		i, ok := byTopic[w.topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[w.topic] = i
+		i, added := idx.add(w.topic(), w.topicID, w.partition, j)
+		if added {
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = w.topic
+			rt.Topic = w.topic()
 			rt.TopicID = w.topicID
 			req.Topics = append(req.Topics, rt)
 		}
@@ -354,23 +352,74 @@ func fetchRequest(job fetchJob) (*kmsg.FetchRequest, map[[16]byte]string, map[tp
 		rp.PartitionMaxBytes = w.maxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	return req, byID, idx
+	return req, idx
+}
+
+// wantIndex finds the want a response partition answers: by topic (by
+// name, or by id in v13+ answers), then by partition number. A long-poll
+// lists every idle partition its connection serves and lives as long as
+// the poll, so it costs four bytes per partition, not a map entry.
+type wantIndex struct {
+	byName map[string]int   // topic → its place in topics and in the request
+	byID   map[[16]byte]int // the same by topic id
+	topics []indexedTopic
+}
+
+// indexedTopic is one topic of a wantIndex.
+type indexedTopic struct {
+	name  string
+	wants []int32 // by partition number: the want's index + 1, 0 when not asked
+}
+
+func newWantIndex() *wantIndex {
+	return &wantIndex{byName: make(map[string]int), byID: make(map[[16]byte]int)}
+}
+
+// add records want j for partition p of a topic and returns the topic's
+// place, and whether the topic is new to the index.
+func (x *wantIndex) add(name string, id [16]byte, p int32, j int) (int, bool) {
+	i, ok := x.byName[name]
+	if !ok {
+		i = len(x.topics)
+		x.byName[name] = i
+		x.topics = append(x.topics, indexedTopic{name: name})
+	}
+	x.byID[id] = i
+	t := &x.topics[i]
+	if n := int(p) + 1; n > len(t.wants) {
+		t.wants = append(t.wants, make([]int32, n-len(t.wants))...)
+	}
+	t.wants[p] = int32(j) + 1
+	return i, !ok
+}
+
+// find returns the index of the want of partition p of the topic a
+// response names (name, or id when name is empty), and the topic's name.
+func (x *wantIndex) find(name string, id [16]byte, p int32) (int, string, bool) {
+	i, ok := x.byName[name]
+	if name == "" {
+		i, ok = x.byID[id]
+	}
+	if !ok || p < 0 {
+		return 0, name, false
+	}
+	t := x.topics[i]
+	if int(p) >= len(t.wants) || t.wants[p] == 0 {
+		return 0, t.name, false
+	}
+	return int(t.wants[p]) - 1, t.name, true
 }
 
 // answer delivers a Fetch response to the wants it answers; a want the
 // response leaves out gets an error.
-func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, byID map[[16]byte]string, idx map[tp]int) {
+func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, idx *wantIndex) {
 	answered := make([]bool, len(wants))
 	topErr := kerr.ErrorForCode(fr.ErrorCode)
 	at := time.Since(clockBase)
 	for _, t := range fr.Topics {
-		name := t.Topic
-		if name == "" { // v13+ answers by topic id
-			name = byID[t.TopicID]
-		}
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
-			j, ok := idx[tp{name, p.Partition}]
+			j, name, ok := idx.find(t.Topic, t.TopicID, p.Partition)
 			if !ok || answered[j] {
 				continue
 			}
@@ -395,7 +444,7 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, byID map[[16]byte
 		if err == nil {
 			err = kerr.UnknownTopicOrPartition
 		}
-		w.to.deliver(fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch %s/%d from source broker %d: partition missing from response: %w", w.topic, w.partition, f.key.broker, err)})
+		w.to.deliver(fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch %s/%d from source broker %d: partition missing from response: %w", w.topic(), w.partition, f.key.broker, err)})
 	}
 }
 

@@ -115,13 +115,14 @@ func TestInboxWakesForEverything(t *testing.T) {
 // TestSplitBehind: partitions with data waiting are fetched apart from the
 // caught-up ones, and neither list shares memory with the input.
 func TestSplitBehind(t *testing.T) {
+	a0, a1, b0 := &runner{topic: "a"}, &runner{topic: "a", partition: 1}, &runner{topic: "b"}
 	in := []want{
-		{topic: "a", partition: 0, behind: true},
-		{topic: "a", partition: 1},
-		{topic: "b", partition: 0, behind: true},
+		{to: a0, partition: 0, behind: true},
+		{to: a1, partition: 1},
+		{to: b0, partition: 0, behind: true},
 	}
 	behind, rest := splitBehind(in)
-	if len(behind) != 2 || behind[0].topic != "a" || behind[1].topic != "b" || len(rest) != 1 || rest[0].partition != 1 {
+	if len(behind) != 2 || behind[0].topic() != "a" || behind[1].topic() != "b" || len(rest) != 1 || rest[0].partition != 1 {
 		t.Fatalf("splitBehind = %v, %v", behind, rest)
 	}
 	behind[0].offset = 99
@@ -138,16 +139,17 @@ func TestSplitBehind(t *testing.T) {
 // twice; behind wants are taken apart from the caught-up ones.
 func TestWantQueueOnePerPartition(t *testing.T) {
 	var q wantQueue
-	q.add(want{topic: "a", partition: 0, gen: 1})
-	q.add(want{topic: "a", partition: 1, gen: 1, behind: true})
-	q.add(want{topic: "a", partition: 0, gen: 2})
+	a0, a1 := &runner{topic: "a"}, &runner{topic: "a", partition: 1}
+	q.add(want{to: a0, partition: 0, gen: 1})
+	q.add(want{to: a1, partition: 1, gen: 1, behind: true})
+	q.add(want{to: a0, partition: 0, gen: 2})
 	if q.len() != 2 {
 		t.Fatalf("queue holds %d wants, want 2", q.len())
 	}
 	if b := q.takeBehind(); len(b) != 1 || b[0].partition != 1 {
 		t.Fatalf("takeBehind = %v", b)
 	}
-	q.add(want{topic: "a", partition: 0, gen: 3})
+	q.add(want{to: a0, partition: 0, gen: 3})
 	all := q.takeAll()
 	if len(all) != 1 || all[0].gen != 3 {
 		t.Fatalf("takeAll = %v, want only gen 3 of a/0", all)
@@ -155,9 +157,50 @@ func TestWantQueueOnePerPartition(t *testing.T) {
 	if q.len() != 0 || q.takeBehind() != nil {
 		t.Fatal("queue not empty after takeAll")
 	}
-	q.add(want{topic: "a", partition: 0, gen: 4})
+	q.add(want{to: a0, partition: 0, gen: 4})
 	if all := q.takeAll(); len(all) != 1 || all[0].gen != 4 {
 		t.Fatalf("after takeAll, takeAll = %v", all)
+	}
+}
+
+// TestFetchRequestIndex: a Fetch request lists each topic once with its
+// partitions, and every partition of the answer, named by topic or (v13+)
+// by topic id, finds the want that asked for it; a partition or topic not
+// asked for finds none.
+func TestFetchRequestIndex(t *testing.T) {
+	idA, idB := [16]byte{1}, [16]byte{2}
+	var wants []want
+	for _, w := range []struct {
+		topic string
+		id    [16]byte
+		p     int32
+	}{{"a", idA, 3}, {"b", idB, 0}, {"a", idA, 1}, {"b", idB, 7}} {
+		wants = append(wants, want{to: &runner{topic: w.topic, partition: w.p}, topicID: w.id, partition: w.p, offset: int64(10 * w.p)})
+	}
+	req, idx := fetchRequest(fetchJob{wants: wants, maxWait: 100})
+	if len(req.Topics) != 2 || req.Topics[0].Topic != "a" || req.Topics[0].TopicID != idA || len(req.Topics[0].Partitions) != 2 ||
+		req.Topics[1].Topic != "b" || len(req.Topics[1].Partitions) != 2 || req.Topics[1].Partitions[1].FetchOffset != 70 {
+		t.Fatalf("request topics %+v", req.Topics)
+	}
+	for j, w := range wants {
+		for _, by := range []struct {
+			name string
+			id   [16]byte
+		}{{w.topic(), [16]byte{}}, {"", w.topicID}} {
+			got, name, ok := idx.find(by.name, by.id, w.partition)
+			if !ok || got != j || name != w.topic() {
+				t.Errorf("find(%q, %v, %d) = %d %q %v, want %d %q", by.name, by.id[0], w.partition, got, name, ok, j, w.topic())
+			}
+		}
+	}
+	for _, miss := range []struct {
+		name string
+		id   [16]byte
+		p    int32
+	}{{"a", idA, 2}, {"a", idA, 4}, {"a", idA, -1}, {"c", [16]byte{}, 0}, {"", [16]byte{9}, 0}} {
+		if j, _, ok := idx.find(miss.name, miss.id, miss.p); ok {
+			t.Errorf("find(%q, %v, %d) found want %d, asked for none", miss.name, miss.id[0], miss.p, j)
+		}
 	}
 }
 

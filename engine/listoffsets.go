@@ -238,8 +238,8 @@ func leaderOf(meta clusterMeta, p tp) (int32, error) {
 		return 0, tm.err
 	}
 	pm := tm.partitions[p.partition]
-	if pm.err != nil {
-		return 0, pm.err
+	if err := pm.err(); err != nil {
+		return 0, err
 	}
 	if pm.leader < 0 {
 		return 0, kerr.LeaderNotAvailable

@@ -92,8 +92,8 @@ func (mc *metaCache) route(ctx context.Context, topic string, p int32, after tim
 		return route{}, fmt.Errorf("%s topic %s: partition %d does not exist", mc.c.name, topic, p)
 	}
 	pm := t.partitions[p]
-	if pm.err != nil {
-		return route{}, fmt.Errorf("%s %s/%d: %w", mc.c.name, topic, p, pm.err)
+	if err := pm.err(); err != nil {
+		return route{}, fmt.Errorf("%s %s/%d: %w", mc.c.name, topic, p, err)
 	}
 	if pm.leader < 0 {
 		return route{}, fmt.Errorf("%s %s/%d: no leader", mc.c.name, topic, p)

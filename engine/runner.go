@@ -121,7 +121,7 @@ func (r *runner) postWant(ctx context.Context, offset int64) {
 func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
 	w := want{
-		topic: r.topic, topicID: r.src.topicID, partition: r.partition,
+		topicID: r.src.topicID, partition: r.partition,
 		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: lastEpoch,
 		maxBytes: r.maxBytes, gen: r.gen, to: r,
 		behind: offset < r.srcHWM || r.srcHWM < 0,
