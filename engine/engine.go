@@ -190,7 +190,6 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 		dstMeta:  e.dst.leaders,
 		ctx:      e.ctx,
 		fetchers: make(map[fetchKey]*fetcher),
-		runs:     make(map[tp]*runner),
 	}
 	// The source cluster is this mirror's alone: its offsets are listed
 	// with the leaders the mirror routes by, not with a second copy.

@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -103,7 +102,6 @@ type mirror struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	fetchers map[fetchKey]*fetcher
-	runs     map[tp]*runner   // guarded by mu
 	topics   []string         // topics with runners, sorted; guarded by mu
 	peer     peerState        // the source cluster's __mirror_state, for failback
 	groups   []GroupSnapshot  // last group offset sync; guarded by mu
@@ -112,9 +110,10 @@ type mirror struct {
 
 	shareSkip string // why share groups were not synced, "" if they were; guarded by mu
 
-	// topicCtx ends the runners of one topic (removeTopic). One context
-	// per topic rather than per runner: a context costs a few hundred
-	// bytes, and thousands of idle partitions would each carry one.
+	// topicCtx holds the runners of each topic, with the context that
+	// ends them (removeTopic). One context per topic rather than per
+	// runner: a context costs a few hundred bytes, and thousands of idle
+	// partitions would each carry one.
 	topicCtx map[string]topicCancel // guarded by mu
 
 	engineLat, produceLat latencyHist // of appended batches, see latency.go
@@ -139,9 +138,10 @@ type topicCancel struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	running *sync.WaitGroup // the runners still running
-	// runners are told when ctx ends (contextEnded): an idle runner waits
-	// on its inbox alone (see mirrorNext), and a runner's work context is
-	// not a child of ctx (startWork). Guarded by mirror.mu.
+	// runners are the topic's runners by partition number (nil where
+	// none); they are told when ctx ends (contextEnded): an idle runner
+	// waits on its inbox alone (see mirrorNext), and a runner's work
+	// context is not a child of ctx (startWork). Guarded by mirror.mu.
 	runners *[]*runner
 }
 
@@ -155,7 +155,9 @@ func (m *mirror) newTopicCancel() topicCancel {
 		rs := slices.Clone(*tc.runners)
 		m.mu.Unlock()
 		for _, r := range rs {
-			r.contextEnded()
+			if r != nil {
+				r.contextEnded()
+			}
 		}
 	})
 	return tc
@@ -165,23 +167,30 @@ func (m *mirror) newTopicCancel() topicCancel {
 func (m *mirror) runner(topic string, p int32) *runner {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.runs[tp{topic, p}]
+	return m.runnerLocked(topic, p)
+}
+
+// runnerLocked is runner with m.mu held.
+func (m *mirror) runnerLocked(topic string, p int32) *runner {
+	tc, ok := m.topicCtx[topic]
+	if !ok || p < 0 || int(p) >= len(*tc.runners) {
+		return nil
+	}
+	return (*tc.runners)[p]
 }
 
 // runners returns the mirror's runners sorted by topic and partition.
 func (m *mirror) runners() []*runner {
 	m.mu.Lock()
-	out := make([]*runner, 0, len(m.runs))
-	for _, r := range m.runs {
-		out = append(out, r)
-	}
-	m.mu.Unlock()
-	slices.SortFunc(out, func(a, b *runner) int {
-		if c := strings.Compare(a.topic, b.topic); c != 0 {
-			return c
+	defer m.mu.Unlock()
+	var out []*runner
+	for _, t := range m.topics {
+		for _, r := range *m.topicCtx[t].runners {
+			if r != nil {
+				out = append(out, r)
+			}
 		}
-		return int(a.partition - b.partition)
-	})
+	}
 	return out
 }
 
@@ -218,7 +227,7 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 	m.dstMeta.addTopic(topic)
 	for _, p := range parts {
 		m.mu.Lock()
-		if _, exists := m.runs[tp{topic, p}]; exists {
+		if m.runnerLocked(topic, p) != nil {
 			m.mu.Unlock()
 			continue
 		}
@@ -241,8 +250,10 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		}
 		rctx, running := tc.ctx, tc.running
 		running.Add(1)
-		*tc.runners = append(*tc.runners, r)
-		m.runs[tp{topic, p}] = r
+		if n := int(p) + 1; n > len(*tc.runners) {
+			*tc.runners = append(*tc.runners, make([]*runner, n-len(*tc.runners))...)
+		}
+		(*tc.runners)[p] = r
 		if !slices.Contains(m.topics, topic) {
 			m.topics = append(m.topics, topic)
 			slices.Sort(m.topics)
@@ -299,11 +310,6 @@ func (m *mirror) runnersOf(topic string) []*runner {
 // (in-flight appends included), so a new owner can start cleanly.
 func (m *mirror) removeTopic(topic string) {
 	m.mu.Lock()
-	for k := range m.runs {
-		if k.topic == topic {
-			delete(m.runs, k)
-		}
-	}
 	m.topics = slices.DeleteFunc(m.topics, func(t string) bool { return t == topic })
 	tc, ok := m.topicCtx[topic]
 	delete(m.topicCtx, topic)
