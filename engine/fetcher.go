@@ -192,10 +192,13 @@ func (q *wantQueue) add(w want) {
 	q.wants = append(q.wants, w)
 }
 
-// takeAll removes and returns every want.
+// takeAll removes and returns every want. The queue starts again with room
+// for as many: idle partitions come back together after each long-poll,
+// and a queue grown by appending holds up to twice what it needs, in the
+// queue and then in the long-poll's request.
 func (q *wantQueue) takeAll() []want {
 	out := q.wants
-	q.wants = nil
+	q.wants = make([]want, 0, len(out))
 	clear(q.at)
 	return out
 }
