@@ -55,6 +55,9 @@ func main() {
 	if os.Getenv(bench.ClusterEnv) != "" { // a cluster child process of kmirror bench
 		os.Exit(bench.ClusterMain(os.Args[1:]))
 	}
+	if os.Getenv(bench.ScaleEnv) != "" { // an idle-partition measuring process of kmirror bench
+		os.Exit(bench.ScaleMain(os.Args[1:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -14,12 +14,15 @@ import (
 	"time"
 )
 
-// TestMain lets the test binary serve as the bench's cluster child, the
-// way main() does for the kmirror binary: the bench re-executes its own
-// executable with ClusterEnv set.
+// TestMain lets the test binary serve as the bench's cluster and scale
+// children, the way main() does for the kmirror binary: the bench
+// re-executes its own executable with ClusterEnv or ScaleEnv set.
 func TestMain(m *testing.M) {
 	if os.Getenv(ClusterEnv) != "" {
 		os.Exit(ClusterMain(os.Args[1:]))
+	}
+	if os.Getenv(ScaleEnv) != "" {
+		os.Exit(ScaleMain(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

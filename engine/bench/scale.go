@@ -1,11 +1,21 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,16 +60,10 @@ func (b *bench) measureScale(ctx context.Context, counts []int, topicSize int) (
 	if err := b.fillIdleTopics(ctx, ntopics, topicSize); err != nil {
 		return nil, err
 	}
-	if b.opts.profileDir != "" {
-		// A heap profile of a few MB needs a finer sampling rate than
-		// the default 512 KiB to show per-partition structures.
-		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
-		runtime.MemProfileRate = 512
-	}
 	out := make([]scalePoint, 0, len(counts))
 	for _, n := range counts {
 		b.progress("scale: %d idle partitions in %d topics", n, n/topicSize)
-		pt, err := b.scalePoint(ctx, n, topicSize)
+		pt, err := b.runScaleChild(ctx, n, topicSize)
 		if err != nil {
 			return out, fmt.Errorf("%d partitions: %w", n, err)
 		}
@@ -68,6 +72,104 @@ func (b *bench) measureScale(ctx context.Context, counts []int, topicSize int) (
 		out = append(out, pt)
 	}
 	return out, nil
+}
+
+// ScaleEnv, when set in the environment, makes the kmirror binary measure
+// one count of idle partitions (ScaleMain) instead of its normal modes.
+// Each count is measured in a fresh process: in the bench's own, the
+// goroutines of the earlier phases leave their descriptors behind (the
+// runtime never frees them) and the idle runners would reuse them unseen,
+// hiding part of what a partition costs, by a different amount each run.
+const ScaleEnv = "KMIRROR_BENCH_SCALE"
+
+// runScaleChild measures n idle partitions in a child process.
+func (b *bench) runScaleChild(ctx context.Context, n, topicSize int) (scalePoint, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return scalePoint{}, fmt.Errorf("find own executable: %w", err)
+	}
+	o := b.opts
+	args := []string{
+		"--source", strings.Join(b.src.addrs, ","), "--destination", strings.Join(b.dst.addrs, ","),
+		"--partitions", strconv.Itoa(n), "--topic-size", strconv.Itoa(topicSize), "--topic-prefix", b.data.topic,
+		"--settle", o.settle.String(), "--timeout", o.scaleTimeout.String(), "--profile", o.profileDir,
+		"--max-inflight", strconv.Itoa(o.maxInFlight), "--num-fetchers", strconv.Itoa(o.numFetchers),
+		"--fetch-max-wait", o.fetchMaxWait.String(), "--partition-fetch-bytes", strconv.Itoa(int(o.partitionFetchBytes)),
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = append(os.Environ(), ScaleEnv+"=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return scalePoint{}, fmt.Errorf("measuring process: %w: %s", err, msg)
+	}
+	var pt scalePoint
+	if err := json.Unmarshal(stdout.Bytes(), &pt); err != nil {
+		return scalePoint{}, fmt.Errorf("measuring process: unreadable result %q: %w", stdout.String(), err)
+	}
+	return pt, nil
+}
+
+// ScaleMain measures one count of idle partitions (see ScaleEnv) and
+// prints its scalePoint as JSON. It returns the process exit code.
+func ScaleMain(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return scaleMain(ctx, args, os.Stdout, os.Stderr)
+}
+
+func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kmirror bench scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := defaultOptions()
+	src := fs.String("source", "", "source bootstrap servers, comma-separated")
+	dst := fs.String("destination", "", "destination bootstrap servers, comma-separated")
+	n := fs.Int("partitions", 1000, "idle partitions")
+	topicSize := fs.Int("topic-size", 100, "partitions per topic")
+	prefix := fs.String("topic-prefix", "bench-data", "the data set topic the idle topics are named after")
+	fs.DurationVar(&o.settle, "settle", o.settle, "idle time before the heap is read")
+	fs.DurationVar(&o.scaleTimeout, "timeout", o.scaleTimeout, "bound of the start and of the stop")
+	fs.StringVar(&o.profileDir, "profile", "", "profile directory")
+	fs.IntVar(&o.maxInFlight, "max-inflight", 0, "engine batches in flight per partition")
+	fs.IntVar(&o.numFetchers, "num-fetchers", 0, "engine fetchers per source broker")
+	fs.DurationVar(&o.fetchMaxWait, "fetch-max-wait", 0, "engine fetch long-poll time")
+	fetchBytes := fs.Int("partition-fetch-bytes", 0, "engine bytes per partition per fetch")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *src == "" || *dst == "" || *n < 1 || *topicSize < 1 || *n%*topicSize != 0 {
+		fmt.Fprintln(stderr, "kmirror bench scale: --source, --destination and --partitions (a multiple of --topic-size) are required")
+		return exitUsage
+	}
+	o.partitionFetchBytes = int32(*fetchBytes)
+	o.progress = stderr
+	if o.profileDir != "" {
+		// A heap profile of a few MB needs a finer sampling rate than
+		// the default 512 KiB to show per-partition structures.
+		runtime.MemProfileRate = 512
+	}
+	b := &bench{opts: o, src: &clusterProc{addrs: strings.Split(*src, ",")}, dst: &clusterProc{addrs: strings.Split(*dst, ",")}}
+	b.data.topic = *prefix
+	var err error
+	if b.dstCl, err = newClient(b.dst.addrs); err != nil {
+		fmt.Fprintf(stderr, "kmirror bench scale: %v\n", err)
+		return exitFail
+	}
+	defer b.dstCl.Close()
+	pt, err := b.scalePoint(ctx, *n, *topicSize)
+	if err != nil {
+		fmt.Fprintf(stderr, "kmirror bench scale: %v\n", err)
+		return exitFail
+	}
+	if err := json.NewEncoder(stdout).Encode(pt); err != nil {
+		fmt.Fprintf(stderr, "kmirror bench scale: %v\n", err)
+		return exitFail
+	}
+	return exitOK
 }
 
 // fillIdleTopics creates the idle topics with one record per partition.
