@@ -364,6 +364,10 @@ func (m *mirror) destRoute(ctx context.Context, topic string, p int32, after tim
 func (m *mirror) watch(ctx context.Context) {
 	t := time.NewTicker(m.cfg.CheckInterval)
 	defer t.Stop()
+	var (
+		rated  bool          // rates were updated before...
+		rateAt time.Duration // ...at this time (Engine.sinceBase)
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -371,9 +375,16 @@ func (m *mirror) watch(ctx context.Context) {
 		case <-t.C:
 		}
 		now := m.e.now()
+		var dt time.Duration // since the last rate update: none before the first
+		if at := m.e.sinceBase(now); rated {
+			dt = at - rateAt
+			rateAt = at
+		} else {
+			rated, rateAt = true, at
+		}
 		rs := m.runners()
 		for _, r := range rs {
-			r.stats.updateRate(m.e.sinceBase(now))
+			r.stats.updateRate(dt)
 		}
 		topics := m.topicList()
 		if len(topics) == 0 {
@@ -403,7 +414,7 @@ func (m *mirror) watch(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			r.stats.observeEnd(observedEnd{end: end, at: now})
+			r.stats.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)})
 			r.poke()
 		}
 	}

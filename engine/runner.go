@@ -219,7 +219,7 @@ func (r *runner) checkEnd() error {
 	}
 	mark, markAt := r.ackMark, r.ackMarkAt
 	r.ackMark, r.ackMarkAt = r.acked, r.m.e.sinceBase(r.m.e.now())
-	at := r.m.e.sinceBase(o.at)
+	at := o.at
 	switch {
 	case at < r.alignedAt:
 		// observed before the last alignment: says nothing now

@@ -16,16 +16,13 @@ type partStats struct {
 	srcNewestTs  int64 // max timestamp of the newest source batch seen
 	lastMirrorTs int64 // max timestamp of the newest batch appended
 
-	rateAt               time.Duration // Engine.sinceBase of the last rate update, if rated
-	rateBytes, rateBatch int64
+	rateBytes, rateBatch int64 // the counters at the last rate update; rateBytes -1 before it
 
 	// end is the destination log end last observed by the mirror's
 	// watcher, for the runner, which alone can tell a foreign write from
-	// its own appends; hasEnd until the runner takes it. The watcher
-	// wakes the runner after leaving one.
-	end    observedEnd
-	hasEnd bool
-	rated  bool // rateAt and the counters are set
+	// its own appends; end.end is -1 once the runner took it. The
+	// watcher wakes the runner after leaving one.
+	end observedEnd
 }
 
 func newPartStats(mirror, topic string, p int32) *partStats {
@@ -35,6 +32,8 @@ func newPartStats(mirror, topic string, p int32) *partStats {
 			SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1,
 			SourceEpoch: -1, SourceLeader: -1, LastOffset: -1, LastEpoch: -1,
 		},
+		rateBytes: -1,
+		end:       observedEnd{end: -1},
 	}
 }
 
@@ -133,18 +132,19 @@ func (s *partStats) appended(base, end int64, epoch int32, bytes int64, maxTs in
 // maxLineage bounds the epoch lineage kept per partition.
 const maxLineage = 16
 
-// updateRate recomputes bytes/s and batches/s from the counters; now is
-// Engine.sinceBase of the clock.
-func (s *partStats) updateRate(now time.Duration) {
+// updateRate recomputes bytes/s and batches/s from the counters, dt after
+// the last update (the watcher updates every partition at once, so the
+// time of the last update is the mirror's, not kept here).
+func (s *partStats) updateRate(dt time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.rated {
-		if dt := (now - s.rateAt).Seconds(); dt > 0 {
+	if s.rateBytes >= 0 {
+		if dt := dt.Seconds(); dt > 0 {
 			s.ps.BytesPerSec = float64(s.ps.BytesCopied-s.rateBytes) / dt
 			s.ps.BatchesPerSec = float64(s.ps.BatchesCopied-s.rateBatch) / dt
 		}
 	}
-	s.rated, s.rateAt, s.rateBytes, s.rateBatch = true, now, s.ps.BytesCopied, s.ps.BatchesCopied
+	s.rateBytes, s.rateBatch = s.ps.BytesCopied, s.ps.BatchesCopied
 }
 
 func (s *partStats) setOpenTxns(n int) {
@@ -175,7 +175,7 @@ func (s *partStats) restore(lastOffset int64, lastEpoch int32, lineage []EpochSt
 // no longer exists (a rebuilt topic) and is ignored.
 type observedEnd struct {
 	end int64
-	at  time.Time
+	at  time.Duration // Engine.sinceBase of when the request was sent
 }
 
 // observeEnd leaves a destination log end read by the watcher for the
@@ -186,14 +186,14 @@ func (s *partStats) observeEnd(o observedEnd) {
 	if s.ps.State != partition.Mirroring {
 		s.ps.DestLogEnd = o.end
 	}
-	s.end, s.hasEnd = o, true
+	s.end = o
 	s.mu.Unlock()
 }
 
 // endWaiting reports whether a destination log end waits for takeEnd.
 func (s *partStats) endWaiting() bool {
 	s.mu.Lock()
-	ok := s.hasEnd
+	ok := s.end.end >= 0
 	s.mu.Unlock()
 	return ok
 }
@@ -203,8 +203,8 @@ func (s *partStats) endWaiting() bool {
 func (s *partStats) takeEnd() (observedEnd, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.end, s.hasEnd
-	s.hasEnd = false
+	o, ok := s.end, s.end.end >= 0
+	s.end.end = -1
 	return o, ok
 }
 

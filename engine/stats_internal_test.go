@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+// TestRateFromCounters: the first update after a partition starts only
+// takes its counters; later ones divide what was appended since by the
+// time since the mirror's last update.
+func TestRateFromCounters(t *testing.T) {
+	s := newPartStats("a-to-b", "t", 0)
+	s.appended(0, 10, 0, 4000, 0, false)
+	s.updateRate(0)
+	if ps := s.snapshot(); ps.BytesPerSec != 0 || ps.BatchesPerSec != 0 {
+		t.Fatalf("rate %v B/s, %v batches/s at the first update, want none", ps.BytesPerSec, ps.BatchesPerSec)
+	}
+	s.appended(10, 20, 0, 3000, 0, false)
+	s.appended(20, 30, 0, 3000, 0, false)
+	s.updateRate(2 * time.Second)
+	if ps := s.snapshot(); ps.BytesPerSec != 3000 || ps.BatchesPerSec != 1 {
+		t.Fatalf("rate %v B/s, %v batches/s, want 3000 and 1", ps.BytesPerSec, ps.BatchesPerSec)
+	}
+	s.updateRate(time.Second)
+	if ps := s.snapshot(); ps.BytesPerSec != 0 {
+		t.Fatalf("rate %v B/s with nothing appended, want 0", ps.BytesPerSec)
+	}
+}
+
+// TestObservedEndTakenOnce: a destination end left by the watcher waits
+// until the runner takes it, once.
+func TestObservedEndTakenOnce(t *testing.T) {
+	s := newPartStats("a-to-b", "t", 0)
+	if s.endWaiting() {
+		t.Fatal("an end waits before any was observed")
+	}
+	s.observeEnd(observedEnd{end: 0, at: time.Second})
+	if !s.endWaiting() {
+		t.Fatal("an observed end of 0 does not wait")
+	}
+	if o, ok := s.takeEnd(); !ok || o.end != 0 || o.at != time.Second {
+		t.Fatalf("takeEnd = %+v %v, want end 0 at 1s", o, ok)
+	}
+	if _, ok := s.takeEnd(); ok || s.endWaiting() {
+		t.Fatal("an end taken twice")
+	}
+}
