@@ -192,13 +192,12 @@ func (q *wantQueue) add(w want) {
 	q.wants = append(q.wants, w)
 }
 
-// takeAll removes and returns every want. The queue starts again with room
-// for as many: idle partitions come back together after each long-poll,
-// and a queue grown by appending holds up to twice what it needs, in the
-// queue and then in the long-poll's request.
+// takeAll removes and returns every want, in a slice of their exact size:
+// the slice lives as long as the long-poll it is sent in, and the room a
+// queue grown by appending keeps (up to as much again) would live with it.
 func (q *wantQueue) takeAll() []want {
-	out := q.wants
-	q.wants = make([]want, 0, len(out))
+	out := slices.Clone(q.wants)
+	q.wants = nil
 	clear(q.at)
 	return out
 }
