@@ -316,12 +316,20 @@ func readEvents(eng *engine.Engine) func() {
 // memory is the live heap and the goroutine stacks in use.
 type memory struct{ heap, stack uint64 }
 
-// liveMemory returns the smallest of a few after-GC readings, so garbage
-// allocated between a GC and its reading by still-running goroutines
-// counts as little as possible.
+// liveMemory returns the smallest of five after-GC readings a tenth of a
+// second apart: what the idle partitions keep, without the garbage
+// allocated between a GC and its reading by still-running goroutines, or
+// the answer to a long-poll (one entry per partition it asked for) that
+// one reading may catch being decoded. A tenth of a second is the engine's
+// default long-poll time, so the readings fall at different points of the
+// fetchers' cycle. The requests themselves are in flight at every reading
+// and are counted.
 func liveMemory() memory {
 	var best memory
-	for i := range 3 {
+	for i := range 5 {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
