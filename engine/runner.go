@@ -170,6 +170,9 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 	if r.eventPending() {
 		return errInterrupted
 	}
+	if r.oldestAcked() { // settled first: it makes room for the next appends
+		return r.interruptible(ctx, r.completeOldest)
+	}
 	if pending, empty := r.resultPending(); pending {
 		if empty { // an idle long-poll's answer: only a want to post again
 			return r.takeFetch(ctx)
@@ -410,6 +413,16 @@ func (r *runner) popInflight() inflight {
 	r.inflight[0] = inflight{}
 	r.inflight = r.inflight[1:]
 	return f
+}
+
+// oldestAcked reports whether the oldest in-flight batch has its answer.
+func (r *runner) oldestAcked() bool {
+	select {
+	case <-r.oldestDone():
+		return true
+	default:
+		return false
+	}
 }
 
 // oldestDone is closed when the oldest in-flight batch has its answer; nil
