@@ -248,7 +248,9 @@ var ErrUnknownMirror = errors.New("unknown mirror")
 
 // Control applies an operator command to the matching partitions. On an
 // instance that joined __mirror_state the command is recorded there, exactly
-// as the CLI records it, and the owners act on it.
+// as the CLI records it, and the owners act on it. Handing the command to
+// the partitions never blocks: each runner takes it from its inbox, at once
+// when idle, and interrupts the work in progress for it.
 func (e *Engine) Control(ctx context.Context, cmd Command) error {
 	if c := e.coord; c != nil {
 		return c.control(ctx, cmd)
@@ -290,11 +292,11 @@ func commandEvent(cmd Command) partition.Event {
 	return partition.Start{}
 }
 
-// emit records an event and logs it.
 // sinceBase is t as the time since the engine started: eight bytes where a
 // time.Time takes twenty-four, keeping the monotonic clock's order.
 func (e *Engine) sinceBase(t time.Time) time.Duration { return t.Sub(e.base) }
 
+// emit records an event and logs it.
 func (e *Engine) emit(level EventLevel, mirror, topic string, p int32, msg string) {
 	ev := Event{Time: e.now(), Level: level, Mirror: mirror, Topic: topic, Partition: p, Message: msg}
 	lvl := slog.LevelInfo

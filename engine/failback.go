@@ -107,8 +107,8 @@ func (r *runner) checkFailback(ctx context.Context, dstEnd int64) error {
 			Cause: fmt.Errorf("%w: this cluster holds %d records after offset %d, the last one mirror %s copied before it stopped (records never mirrored before the failover)",
 				ErrDiverged, dstEnd-boundary, rec.LastOffset, def.Name)}
 	}
-	if r.rarely().failbackFrom == "" {
-		r.rare.failbackFrom = def.Name
+	if r.rare == nil || r.rare.failbackFrom == "" {
+		r.rarely().failbackFrom = def.Name
 		r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
 			fmt.Sprintf("failback from mirror %s: last mirrored offset %d, copying the delta from %d", def.Name, rec.LastOffset, dstEnd))
 	}

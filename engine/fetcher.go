@@ -157,7 +157,11 @@ func (f *fetcher) run(ctx context.Context) {
 			if behind := q.takeBehind(); len(behind) > 0 {
 				job = fetchJob{wants: behind}
 			} else if polls < fetchConns-1 {
-				job = fetchJob{wants: q.takeAll(), maxWait: f.maxWait}
+				wants := q.takeAll()
+				if len(wants) == 0 {
+					continue // only the wants of runners that have exited
+				}
+				job = fetchJob{wants: wants, maxWait: f.maxWait}
 				polling[i] = true
 				polls++
 			} else {
@@ -171,8 +175,10 @@ func (f *fetcher) run(ctx context.Context) {
 
 // wantQueue holds the wants waiting for a connection, one per partition: a
 // newer want replaces the older one in place (a runner that realigned posts
-// a new want while its previous one may still wait here), so one request
-// never asks for a partition twice; the answers could not be told apart.
+// a new want while its previous one may still wait here; the want of a
+// runner that has exited is dropped when taken, see dropExited), so one
+// request never asks for a partition twice; the answers could not be told
+// apart.
 type wantQueue struct {
 	wants []want
 	at    map[*runner]int32 // index in wants of each partition's want
@@ -199,7 +205,16 @@ func (q *wantQueue) takeAll() []want {
 	out := slices.Clone(q.wants)
 	q.wants = nil
 	clear(q.at)
-	return out
+	return dropExited(out)
+}
+
+// dropExited removes the wants of runners that have exited. The queue
+// knows a partition's want by its runner, and a topic removed and added
+// again (its ownership moved away and back) has a new runner for the same
+// partition while the old one's want may still wait: one request must not
+// ask for the partition twice.
+func dropExited(ws []want) []want {
+	return slices.DeleteFunc(ws, func(w want) bool { return w.to.hasExited() })
 }
 
 // takeBehind removes and returns the wants of partitions known to be
@@ -214,7 +229,7 @@ func (q *wantQueue) takeBehind() []want {
 	for i, w := range rest {
 		q.at[w.to] = int32(i)
 	}
-	return behind
+	return dropExited(behind)
 }
 
 // splitBehind separates the wants of partitions known to be behind from the

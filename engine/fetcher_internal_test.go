@@ -161,6 +161,21 @@ func TestWantQueueOnePerPartition(t *testing.T) {
 	if all := q.takeAll(); len(all) != 1 || all[0].gen != 4 {
 		t.Fatalf("after takeAll, takeAll = %v", all)
 	}
+
+	// The topic was removed and added again: a new runner for a/0 while
+	// the old one's want still waits. The old runner has exited.
+	a0.markExited()
+	again := &runner{topic: "a"}
+	q.add(want{to: a0, partition: 0, gen: 5, behind: true})
+	q.add(want{to: again, partition: 0, gen: 1, behind: true})
+	if b := q.takeBehind(); len(b) != 1 || b[0].to != again {
+		t.Fatalf("takeBehind = %v, want only the new runner's want", b)
+	}
+	q.add(want{to: a0, partition: 0, gen: 6})
+	q.add(want{to: again, partition: 0, gen: 2})
+	if all := q.takeAll(); len(all) != 1 || all[0].to != again {
+		t.Fatalf("takeAll = %v, want only the new runner's want", all)
+	}
 }
 
 // TestFetchRequestIndex: a Fetch request lists each topic once with its

@@ -168,6 +168,13 @@ func (r *runner) endWork(cancel context.CancelFunc) {
 	cancel()
 }
 
+// hasExited reports whether run has returned.
+func (r *runner) hasExited() bool {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	return r.in.exited
+}
+
 // markExited makes later events be dropped.
 func (r *runner) markExited() {
 	r.in.mu.Lock()

@@ -297,9 +297,15 @@ func (m *mirror) sourcePartitions(ctx context.Context, topic string) ([]int32, e
 
 // runnersOf returns the runners of one topic.
 func (m *mirror) runnersOf(topic string) []*runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tc, ok := m.topicCtx[topic]
+	if !ok {
+		return nil
+	}
 	var out []*runner
-	for _, r := range m.runners() {
-		if r.topic == topic {
+	for _, r := range *tc.runners {
+		if r != nil {
 			out = append(out, r)
 		}
 	}

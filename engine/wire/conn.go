@@ -295,6 +295,9 @@ func (c *Conn) issue(req kmsg.Request) (*Pending, error) {
 	select {
 	case c.queue <- p:
 	case <-c.dead:
+		if c.bufs != nil {
+			c.bufs.give(buf)
+		}
 		return nil, c.err
 	}
 	c.corrID++
