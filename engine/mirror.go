@@ -114,7 +114,7 @@ type mirror struct {
 	// ends them (removeTopic). One context per topic rather than per
 	// runner: a context costs a few hundred bytes, and thousands of idle
 	// partitions would each carry one.
-	topicCtx map[string]topicCancel // guarded by mu
+	topicCtx map[string]*topicCancel // guarded by mu
 
 	engineLat, produceLat latencyHist // of appended batches, see latency.go
 }
@@ -133,31 +133,40 @@ func (m *mirror) latency() MirrorLatency {
 	return MirrorLatency{Engine: m.engineLat.snapshot(), DestinationProduce: m.produceLat.snapshot()}
 }
 
-// topicCancel is the context of one topic's runners.
+// topicCancel is one topic's runners and the context that ends them.
 type topicCancel struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
-	running *sync.WaitGroup // the runners still running
-	// runners are the topic's runners by partition number (nil where
-	// none); they are told when ctx ends (contextEnded): an idle runner
-	// waits on its inbox alone (see mirrorNext), and a runner's work
-	// context is not a child of ctx (startWork). Guarded by mirror.mu.
-	runners *[]*runner
+	running sync.WaitGroup // the runners still running
+	// byPartition are the topic's runners by partition number (nil
+	// where none); they are told when ctx ends (contextEnded): an idle
+	// runner waits on its inbox alone (see mirrorNext), and a runner's
+	// work context is not a child of ctx (startWork). Guarded by
+	// mirror.mu.
+	byPartition []*runner
+}
+
+// runners appends the topic's runners to out, by partition. m.mu is held.
+func (tc *topicCancel) runners(out []*runner) []*runner {
+	for _, r := range tc.byPartition {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // newTopicCancel returns the context of a topic's runners, which wakes
 // them when it ends.
-func (m *mirror) newTopicCancel() topicCancel {
-	tc := topicCancel{running: new(sync.WaitGroup), runners: new([]*runner)}
+func (m *mirror) newTopicCancel() *topicCancel {
+	tc := new(topicCancel)
 	tc.ctx, tc.cancel = context.WithCancel(m.ctx)
 	context.AfterFunc(tc.ctx, func() {
 		m.mu.Lock()
-		rs := slices.Clone(*tc.runners)
+		rs := tc.runners(nil)
 		m.mu.Unlock()
 		for _, r := range rs {
-			if r != nil {
-				r.contextEnded()
-			}
+			r.contextEnded()
 		}
 	})
 	return tc
@@ -173,10 +182,10 @@ func (m *mirror) runner(topic string, p int32) *runner {
 // runnerLocked is runner with m.mu held.
 func (m *mirror) runnerLocked(topic string, p int32) *runner {
 	tc, ok := m.topicCtx[topic]
-	if !ok || p < 0 || int(p) >= len(*tc.runners) {
+	if !ok || p < 0 || int(p) >= len(tc.byPartition) {
 		return nil
 	}
-	return (*tc.runners)[p]
+	return tc.byPartition[p]
 }
 
 // runners returns the mirror's runners sorted by topic and partition.
@@ -185,11 +194,7 @@ func (m *mirror) runners() []*runner {
 	defer m.mu.Unlock()
 	var out []*runner
 	for _, t := range m.topics {
-		for _, r := range *m.topicCtx[t].runners {
-			if r != nil {
-				out = append(out, r)
-			}
-		}
+		out = m.topicCtx[t].runners(out)
 	}
 	return out
 }
@@ -244,16 +249,16 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		if !ok {
 			tc = m.newTopicCancel()
 			if m.topicCtx == nil {
-				m.topicCtx = make(map[string]topicCancel)
+				m.topicCtx = make(map[string]*topicCancel)
 			}
 			m.topicCtx[topic] = tc
 		}
-		rctx, running := tc.ctx, tc.running
+		rctx, running := tc.ctx, &tc.running
 		running.Add(1)
-		if n := int(p) + 1; n > len(*tc.runners) {
-			*tc.runners = append(*tc.runners, make([]*runner, n-len(*tc.runners))...)
+		if n := int(p) + 1; n > len(tc.byPartition) {
+			tc.byPartition = append(tc.byPartition, make([]*runner, n-len(tc.byPartition))...)
 		}
-		(*tc.runners)[p] = r
+		tc.byPartition[p] = r
 		if !slices.Contains(m.topics, topic) {
 			m.topics = append(m.topics, topic)
 			slices.Sort(m.topics)
@@ -303,13 +308,7 @@ func (m *mirror) runnersOf(topic string) []*runner {
 	if !ok {
 		return nil
 	}
-	var out []*runner
-	for _, r := range *tc.runners {
-		if r != nil {
-			out = append(out, r)
-		}
-	}
-	return out
+	return tc.runners(nil)
 }
 
 // removeTopic stops the topic's runners and waits for them to finish
