@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -166,91 +164,6 @@ func nextSequence(seq, count int32) int32 {
 	return seq + count
 }
 
-// align is LOG_ALIGNMENT: compare the destination log with the source log
-// and decide where mirroring resumes. It writes nothing.
-func (r *runner) align(ctx context.Context) error {
-	at := r.m.e.now()
-	src, err := r.m.sourceRoute(ctx, r.topic, r.partition, at)
-	if err != nil {
-		return err
-	}
-	dst, err := r.m.destRoute(ctx, r.topic, r.partition, at)
-	if err != nil {
-		return err
-	}
-	r.src, r.dst = src, dst
-	if id := r.m.srcMeta.clusterID(); id != r.m.sourceID {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: the source bootstrap %s now reaches cluster %s, but mirror %s was created against cluster %s",
-			ErrSourceClusterChanged, strings.Join(r.m.cfg.SourceBootstrap, ","), id, r.m.cfg.Name, r.m.sourceID)}
-	}
-	srcStart, srcEnd, err := r.m.src.offsets(ctx, r.topic, r.partition)
-	if err != nil {
-		return err
-	}
-	dstStart, dstEnd, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
-	if err != nil {
-		return err
-	}
-	r.stats.setSource(srcEnd, srcStart)
-	r.stats.setDestEnd(dstEnd)
-	if err := r.checkFailback(ctx, dstEnd); err != nil {
-		return err
-	}
-	if err := r.checkSourceEpoch(ctx, srcStart, dstEnd); err != nil {
-		return err
-	}
-	switch {
-	case dstEnd > srcEnd:
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: srcEnd, Actual: dstEnd, Cause: ErrDiverged}
-	case dstEnd < srcStart:
-		// The source log start may lie inside a batch: fill up to that
-		// batch's base, copy it whole, then move the log start.
-		base, err := r.batchBaseAt(ctx, srcStart)
-		if err != nil {
-			return err
-		}
-		if base < dstEnd {
-			return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: base, Actual: dstEnd, Cause: ErrDiverged}
-		}
-		if dstEnd > dstStart {
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
-				fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
-		}
-		r.fillTo, r.deleteTo = base, srcStart
-	default:
-		r.fillTo, r.deleteTo = 0, 0
-	}
-	r.pos, r.acked = dstEnd, dstEnd
-	r.alignedAt = r.m.e.sinceBase(at)
-	r.dropFetch()
-	if r.txm == nil && len(r.restoredTxns()) > 0 {
-		// Continue the mirrored transactions of the previous owner now,
-		// before anything is appended.
-		if _, err := r.mapper(ctx); err != nil {
-			return err
-		}
-	}
-	if r.txm != nil {
-		if err := r.txm.Resync(ctx); err != nil {
-			return r.txnError(err)
-		}
-	}
-	return nil
-}
-
-// batchBaseAt returns the base offset of the source batch holding offset,
-// or offset itself when the source has no record there yet.
-func (r *runner) batchBaseAt(ctx context.Context, offset int64) (int64, error) {
-	h, b, err := r.sourceBatchAt(ctx, offset)
-	if err != nil {
-		return 0, err
-	}
-	if b == nil {
-		return offset, nil
-	}
-	return min(offset, h.BaseOffset), nil
-}
-
 var errStopSplit = errors.New("stop")
 
 // maybeDelete moves the destination log start to the source's once the
@@ -264,35 +177,6 @@ func (r *runner) maybeDelete(ctx context.Context) error {
 	}
 	r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
 	r.deleteTo = 0
-	return nil
-}
-
-// fence is EPOCH_FENCING: acquire the partition's writer identity with a
-// bumped epoch, so any older owner is fenced at the broker, then check that
-// nobody wrote to the destination since alignment.
-func (r *runner) fence(ctx context.Context) error {
-	if err := r.initWriter(ctx); err != nil {
-		return err
-	}
-	_, end, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
-	if err != nil {
-		return err
-	}
-	if end != r.pos {
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: end, Cause: ErrForeignWrite}
-	}
-	return nil
-}
-
-// initWriter acquires the partition's writer identity with a bumped epoch.
-func (r *runner) initWriter(ctx context.Context) error {
-	txnID := writerID(r.m.cfg.Name, r.topic, r.partition)
-	resp, err := r.m.e.dst.initProducerID(ctx, txnID, 60_000, &r.coord)
-	if err != nil {
-		return fmt.Errorf("init writer %s: %w", txnID, err)
-	}
-	r.writer = batch.Writer{ProducerID: resp.ProducerID, ProducerEpoch: resp.ProducerEpoch, BaseSequence: 0}
-	r.stats.setWriter(resp.ProducerEpoch)
 	return nil
 }
 
@@ -351,31 +235,6 @@ func (r *runner) stop(ctx context.Context) error {
 		if !r.wait(ctx, 100*time.Millisecond<<attempt) {
 			return ctx.Err()
 		}
-	}
-	return nil
-}
-
-// checkSourceEpoch asks the source where the epoch of the last mirrored
-// batch ends (OffsetForLeaderEpoch). A source that ends it below what was
-// mirrored lost those records in an unclean leader election, and may have
-// written others at the same offsets since.
-func (r *runner) checkSourceEpoch(ctx context.Context, srcStart, dstEnd int64) error {
-	last := r.stats.snapshot()
-	if last.LastEpoch < 0 || dstEnd <= srcStart || last.LastOffset+1 != dstEnd {
-		return nil
-	}
-	var req kadm.OffsetForLeaderEpochRequest
-	req.Add(r.topic, r.partition, last.LastEpoch)
-	resp, err := r.m.src.adm.OffsetForLeaderEpoch(ctx, req)
-	if err != nil {
-		return fmt.Errorf("source offset for leader epoch %s/%d: %w", r.topic, r.partition, err)
-	}
-	o, ok := resp[r.topic][r.partition]
-	if !ok || o.Err != nil || o.EndOffset < 0 {
-		return nil // the source cannot say (epoch unknown to it): nothing to compare
-	}
-	if o.EndOffset < dstEnd {
-		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: last.LastEpoch, SourceEnd: o.EndOffset, Mirrored: dstEnd}
 	}
 	return nil
 }
