@@ -36,11 +36,19 @@ func (r *runner) align(ctx context.Context) error {
 	}
 	r.stats.setSource(srcEnd, srcStart)
 	r.stats.setDestEnd(dstEnd)
-	if err := r.checkFailback(ctx, dstEnd); err != nil {
+	a, err := r.anchor(ctx, dstEnd)
+	if err != nil {
 		return err
 	}
-	if err := r.checkSourceEpoch(ctx, srcStart, dstEnd); err != nil {
+	if err := r.checkSourceEpoch(ctx, a, srcStart); err != nil {
 		return err
+	}
+	v, err := r.verify(ctx, a, dstStart, dstEnd, srcStart)
+	if err != nil {
+		return err
+	}
+	if v.offset > a.offset {
+		r.stats.verified(v.offset, v.epoch, v.start)
 	}
 	switch {
 	case dstEnd > srcEnd:
@@ -94,17 +102,38 @@ func (r *runner) batchBaseAt(ctx context.Context, offset int64) (int64, error) {
 	return min(offset, h.BaseOffset), nil
 }
 
+// anchor returns the last offset known to be mirrored into the destination
+// partition: the partition's own LME, or in a failback the forward
+// mirror's (checkFailback). A destination topic rebuilt by this mirror since
+// the LME was taken holds none of it any more.
+func (r *runner) anchor(ctx context.Context, dstEnd int64) (anchor, error) {
+	fb, err := r.checkFailback(ctx, dstEnd)
+	if err != nil {
+		return anchor{}, err
+	}
+	last, epoch, _ := r.stats.lme()
+	if last >= 0 && dstEnd < last+1 && r.m.rebuiltAs(r.topic, r.dst.topicID) {
+		r.stats.forgetPosition()
+		last, epoch = -1, -1
+	}
+	if last < 0 || fb.offset > last {
+		return fb, nil
+	}
+	return anchor{offset: last, epoch: epoch}, nil
+}
+
 // checkSourceEpoch asks the source where the epoch of the last mirrored
-// batch ends (OffsetForLeaderEpoch). A source that ends it below what was
+// batch ends (OffsetForLeaderEpoch), at every alignment with an anchor, so
+// an unclean election during a pause or a downtime is found. A source that ends it below what was
 // mirrored lost those records in an unclean leader election, and may have
 // written others at the same offsets since.
-func (r *runner) checkSourceEpoch(ctx context.Context, srcStart, dstEnd int64) error {
-	last := r.stats.snapshot()
-	if last.LastEpoch < 0 || dstEnd <= srcStart || last.LastOffset+1 != dstEnd {
+func (r *runner) checkSourceEpoch(ctx context.Context, a anchor, srcStart int64) error {
+	if a.offset < 0 || a.epoch < 0 || a.offset < srcStart {
 		return nil
 	}
+	mirrored := a.offset + 1
 	var req kadm.OffsetForLeaderEpochRequest
-	req.Add(r.topic, r.partition, last.LastEpoch)
+	req.Add(r.topic, r.partition, a.epoch)
 	resp, err := r.m.src.adm.OffsetForLeaderEpoch(ctx, req)
 	if err != nil {
 		return fmt.Errorf("source offset for leader epoch %s/%d: %w", r.topic, r.partition, err)
@@ -113,8 +142,8 @@ func (r *runner) checkSourceEpoch(ctx context.Context, srcStart, dstEnd int64) e
 	if !ok || o.Err != nil || o.EndOffset < 0 {
 		return nil // the source cannot say (epoch unknown to it): nothing to compare
 	}
-	if o.EndOffset < dstEnd {
-		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: last.LastEpoch, SourceEnd: o.EndOffset, Mirrored: dstEnd}
+	if o.EndOffset < mirrored {
+		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: a.epoch, SourceEnd: o.EndOffset, Mirrored: mirrored}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
@@ -27,6 +28,7 @@ const GroupID = "kmirror-instances"
 type coordinator struct {
 	e      *Engine
 	w      *store.Writer
+	sink   *stateSink // the runners' partition records, through w
 	wcl    *kgo.Client
 	reader *kgo.Client
 	member *kgo.Client
@@ -74,6 +76,7 @@ func (e *Engine) Join(ctx context.Context) error {
 		return err
 	}
 	c.w = store.NewWriter(c.wcl)
+	c.sink = &stateSink{w: c.w}
 	if c.reader, err = kgo.NewClient(append(slices.Clone(base),
 		kgo.ConsumeTopics(store.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...); err != nil {
 		c.wcl.Close()
@@ -301,6 +304,9 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 		if rec, ok := c.cat.Partitions[pref]; ok {
 			init.status = rec.Status(m.cfg.retryConfig())
 			init.lastOffset, init.lastEpoch = rec.LastOffset, rec.LastEpoch
+			if rec.WriterID > 0 {
+				init.writer = batch.Writer{ProducerID: rec.WriterID, ProducerEpoch: rec.WriterEpoch}
+			}
 			for _, l := range rec.Lineage {
 				init.lineage = append(init.lineage, EpochStart{Epoch: l.Epoch, StartOffset: l.Start})
 			}
@@ -323,16 +329,9 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := m.addTopic(sctx, t.Topic, setup, c.persist, known); err != nil {
+	if err := m.addTopic(sctx, t.Topic, setup, c.sink, known); err != nil {
 		c.e.emit(LevelError, t.Mirror, t.Topic, -1, err.Error())
 	}
-}
-
-// persist writes a partition record; runners call it from their goroutines.
-func (c *coordinator) persist(ctx context.Context, r store.PartitionRecord) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	return c.w.PutPartition(ctx, r)
 }
 
 // mirror returns the running mirror of def, opening it on first use.
@@ -380,6 +379,7 @@ func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
 		NumFetchers: s.NumFetchers, RetryInitial: s.RetryInitialBackoff, RetryMax: s.RetryMaxBackoff,
 		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight, GapFill: s.GapPolicy == "fill",
 		UncleanRecovery: s.UncleanLeaderElection, ThrottleRate: s.ThrottledRate,
+		CheckpointInterval: s.CheckpointInterval,
 	}
 	cfg.SyncGroups(s.MetadataRefresh, s.GroupsInclude, s.GroupsExclude)
 	cfg.SyncMetadata(s.MetadataRefresh, s.TopicsExclude, s.TopicPropertiesExclude, s.ACLInclude)

@@ -81,3 +81,37 @@ func (e *ULEError) Error() string {
 }
 
 func (e *ULEError) Unwrap() []error { return []error{ErrULE, ErrDiverged} }
+
+// ErrDestinationLost: the destination no longer holds records kmirror
+// mirrored (an unclean election on the destination, or its topic deleted
+// and recreated by someone else).
+var ErrDestinationLost = errors.New("destination lost mirrored records")
+
+// MismatchError reports destination records that alignment's verification
+// found not to be the source's at the same offsets: a foreign producer, a
+// zombie owner, or a destination topic that held other data before it was
+// mirrored into. Nothing is appended to such a partition and nothing is
+// deleted; --recover --rebuild quarantines the records from At on.
+type MismatchError struct {
+	Topic      string
+	Partition  int32
+	After      int64 // the last offset known to be the source's (the LME), -1 none
+	At         int64 // the first offset that is not the source's
+	End        int64 // the destination log end
+	ProducerID int64 // of the destination batch at At
+	Reason     string
+	Adopting   bool // no LME: the destination partition held records before kmirror wrote to it
+}
+
+func (e *MismatchError) Error() string {
+	if e.Adopting {
+		return fmt.Sprintf("%v on %s/%d: the destination already holds records that differ from the source, first at offset %d (producer id %d: %s); nothing was deleted: to mirror into it, --recover --rebuild (quarantines the destination's records) or delete the destination topic",
+			ErrForeignWrite, e.Topic, e.Partition, e.At, e.ProducerID, e.Reason)
+	}
+	return fmt.Sprintf("%v on %s/%d: the destination holds %d records after offset %d that are not from the source (first at offset %d, producer id %d: %s)",
+		ErrForeignWrite, e.Topic, e.Partition, e.End-e.At, e.After, e.At, e.ProducerID, e.Reason)
+}
+
+// Unwrap makes a mismatch a divergence too: what --recover --rebuild
+// remedies.
+func (e *MismatchError) Unwrap() []error { return []error{ErrForeignWrite, ErrDiverged} }

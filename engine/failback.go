@@ -80,21 +80,25 @@ func forwardRecord(cat *store.Catalog, destID, topic string, p int32) (store.Mir
 // to the LME. Records beyond it were never mirrored before the failover —
 // the measured data loss — and the partition has diverged. A forward mirror
 // still running is a loop.
-func (r *runner) checkFailback(ctx context.Context, dstEnd int64) error {
+//
+// It returns the forward mirror's LME as an anchor for verification (none
+// outside a failback).
+func (r *runner) checkFailback(ctx context.Context, dstEnd int64) (anchor, error) {
+	none := anchor{offset: -1, epoch: -1}
 	cat, err := r.m.peerCatalog(ctx)
 	if err != nil {
-		return err
+		return none, err
 	}
 	def, td, rec, ok := forwardRecord(cat, r.m.e.destID, r.topic, r.partition)
 	if !ok {
-		return nil
+		return none, nil
 	}
 	if td.Desired != partition.DesiredStop || rec == nil || rec.State != partition.Stopped {
 		state := "not STOPPED"
 		if rec != nil {
 			state = rec.State.String()
 		}
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %s is mirrored from this cluster to the source by mirror %s (%s); stop it before mirroring back",
+		return none, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %s is mirrored from this cluster to the source by mirror %s (%s); stop it before mirroring back",
 			ErrMirrorLoop, r.topic, def.Name, state)}
 	}
 	boundary := rec.LastOffset + 1
@@ -103,7 +107,7 @@ func (r *runner) checkFailback(ctx context.Context, dstEnd int64) error {
 		boundary = own
 	}
 	if dstEnd > boundary {
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: boundary, Actual: dstEnd,
+		return none, &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: boundary, Actual: dstEnd,
 			Cause: fmt.Errorf("%w: this cluster holds %d records after offset %d, the last one mirror %s copied before it stopped (records never mirrored before the failover)",
 				ErrDiverged, dstEnd-boundary, rec.LastOffset, def.Name)}
 	}
@@ -112,7 +116,7 @@ func (r *runner) checkFailback(ctx context.Context, dstEnd int64) error {
 		r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
 			fmt.Sprintf("failback from mirror %s: last mirrored offset %d, copying the delta from %d", def.Name, rec.LastOffset, dstEnd))
 	}
-	return nil
+	return anchor{offset: rec.LastOffset, epoch: rec.LastEpoch}, nil
 }
 
 // LoopCheck refuses to start topics that an active mirror copies from the

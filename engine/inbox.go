@@ -22,6 +22,7 @@ type inbox struct {
 	result     fetchResult        // the fetcher's newest answer, when hasResult
 	hasResult  bool               //
 	exited     bool               // run has returned: events are dropped
+	checkpoint bool               // the mirror asks for the last mirrored offset to be written
 	cancelWork context.CancelFunc // interrupts the work in progress for a command
 	wake       chan struct{}      // capacity 1
 }

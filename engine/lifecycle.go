@@ -66,6 +66,7 @@ func (r *runner) exit() {
 	ctx, cancel := context.WithTimeout(context.Background(), exitDrainTimeout)
 	_ = r.drain(ctx)
 	cancel()
+	r.finalCheckpoint()
 	if r.retry != nil {
 		r.retry.Stop()
 	}
@@ -100,6 +101,9 @@ func (r *runner) waitEvent(ctx context.Context) {
 // stepInbox steps an operator event, or else a failure found outside the
 // runner, if one waits.
 func (r *runner) stepInbox(ctx context.Context) bool {
+	if r.takeCheckpoint() {
+		r.checkpoint()
+	}
 	if r.stepPending(ctx) {
 		return true
 	}
@@ -339,7 +343,8 @@ func (r *runner) realign(ctx context.Context, err error) error {
 func isTransient(err error) bool {
 	var om *OffsetMismatchError
 	var pe *PartitionError
-	if errors.As(err, &om) || errors.As(err, &pe) {
+	var mm *MismatchError
+	if errors.As(err, &om) || errors.As(err, &pe) || errors.As(err, &mm) {
 		return false
 	}
 	return errors.Is(err, errRealign) || retriable(err)
@@ -382,7 +387,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 	}
 	rec := r.record(st)
 	for attempt := 0; ; attempt++ {
-		err := r.persist(ctx, rec)
+		err := r.persist.put(ctx, rec)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -398,9 +403,9 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 func (r *runner) record(st partition.Status) store.PartitionRecord {
 	rec := store.NewPartitionRecord(r.m.cfg.Name, r.topic, r.partition)
 	rec.SetStatus(st)
-	ps := r.stats.snapshot()
-	rec.LastOffset, rec.LastEpoch = ps.LastOffset, ps.LastEpoch
-	for _, l := range ps.Lineage {
+	var lineage []EpochStart
+	rec.LastOffset, rec.LastEpoch, lineage = r.stats.position()
+	for _, l := range lineage {
 		rec.Lineage = append(rec.Lineage, store.EpochStart{Epoch: l.Epoch, Start: l.StartOffset})
 	}
 	if r.writer.ProducerID != 0 {

@@ -231,7 +231,7 @@ func (m *mirror) adHoc() bool {
 // adHocSetup starts a partition of an ad-hoc mirror from nothing, as
 // StartMirror does.
 func (m *mirror) adHocSetup(int32) runnerInit {
-	return runnerInit{status: partition.Status{Config: m.cfg.retryConfig()}, events: []partition.Event{partition.Start{}}}
+	return runnerInit{status: partition.Status{Config: m.cfg.retryConfig()}, events: []partition.Event{partition.Start{}}, lastOffset: -1, lastEpoch: -1}
 }
 
 // syncTopics notices deleted source topics and, for ad-hoc mirrors, starts

@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
@@ -33,6 +33,7 @@ type MirrorConfig struct {
 	RetryMax            time.Duration  // backoff cap, default 300s
 	RetryAttempts       int            // retries before a FAILED partition waits for recover, default 20
 	CheckInterval       time.Duration  // destination log-end check and rate period, default 1s
+	CheckpointInterval  time.Duration  // last mirrored offsets written to __mirror_state at most this often (mirror.state.checkpoint.interval.ms), default 5s
 	MaxInFlight         int            // batches in flight per partition (mirror.max.inflight, 1..5), default 5
 	GapFill             bool           // mirror.gap.policy=fill: tombstones stand in for missing source offsets
 	GroupSync           groupSync      // consumer-group offset sync; no interval: off
@@ -69,6 +70,7 @@ func (c *MirrorConfig) defaults() error {
 	set(&c.RetryInitial, 100*time.Millisecond)
 	set(&c.RetryMax, 300*time.Second)
 	set(&c.CheckInterval, time.Second)
+	set(&c.CheckpointInterval, 5*time.Second)
 	return nil
 }
 
@@ -102,11 +104,12 @@ type mirror struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	fetchers map[fetchKey]*fetcher
-	topics   []string         // topics with runners, sorted; guarded by mu
-	peer     peerState        // the source cluster's __mirror_state, for failback
-	groups   []GroupSnapshot  // last group offset sync; guarded by mu
-	rebuilds rebuildLocks     // one topic rebuild at a time
-	bucket   *throttle.Bucket // nil: unthrottled
+	topics   []string            // topics with runners, sorted; guarded by mu
+	peer     peerState           // the source cluster's __mirror_state, for failback
+	groups   []GroupSnapshot     // last group offset sync; guarded by mu
+	rebuilds rebuildLocks        // one topic rebuild at a time
+	rebuilt  map[string][16]byte // destination topic ids this mirror's rebuilds created; guarded by mu
+	bucket   *throttle.Bucket    // nil: unthrottled
 
 	shareSkip string // why share groups were not synced, "" if they were; guarded by mu
 
@@ -211,6 +214,7 @@ type runnerInit struct {
 	lastOffset int64
 	lastEpoch  int32
 	lineage    []EpochStart
+	writer     batch.Writer // the writer identity last recorded (producer id 0: none), for verification
 }
 
 // partitionSetup says how the runner of partition p starts.
@@ -220,7 +224,7 @@ type partitionSetup func(p int32) runnerInit
 // every source partition of topic that has none yet. When the source cannot
 // be reached and known lists the topic's partitions (from their records),
 // runners start for those: stopping needs only the destination.
-func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetup, persist func(context.Context, store.PartitionRecord) error, known []int32) error {
+func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetup, persist *stateSink, known []int32) error {
 	parts, err := m.sourcePartitions(ctx, topic)
 	if err != nil {
 		if len(known) == 0 {
@@ -242,6 +246,9 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		stats.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		r := newRunner(m, topic, p, stats, init.status)
 		r.persist = persist
+		if init.writer.ProducerID > 0 {
+			r.writer = init.writer
+		}
 		if len(init.txns) > 0 {
 			r.rarely().restoredTxns = init.txns
 		}
@@ -372,6 +379,7 @@ func (m *mirror) watch(ctx context.Context) {
 	var (
 		rated  bool          // rates were updated before...
 		rateAt time.Duration // ...at this time (Engine.sinceBase)
+		ckptAt time.Duration // checkpoints were last requested at this time
 	)
 	for {
 		select {
@@ -390,6 +398,10 @@ func (m *mirror) watch(ctx context.Context) {
 		rs := m.runners()
 		for _, r := range rs {
 			r.stats.updateRate(dt)
+		}
+		if at := m.e.sinceBase(now); at-ckptAt >= m.cfg.CheckpointInterval {
+			ckptAt = at
+			m.requestCheckpoints(rs)
 		}
 		topics := m.topicList()
 		if len(topics) == 0 {

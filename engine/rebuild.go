@@ -51,8 +51,12 @@ func (r *runner) rebuild(ctx context.Context) error {
 	}
 	from := map[int32]int64{}
 	var ule *ULEError
-	if errors.As(err, &ule) {
+	var mm *MismatchError
+	switch {
+	case errors.As(err, &ule):
 		from[r.partition] = ule.SourceEnd
+	case errors.As(err, &mm):
+		from[r.partition] = mm.At
 	}
 	q, n, err := r.m.quarantineAndRecreate(ctx, r.topic, from)
 	if err != nil {
@@ -63,7 +67,35 @@ func (r *runner) rebuild(ctx context.Context) error {
 	if r.txm != nil {
 		r.txm = nil // the recreated topic has no transaction of ours
 	}
+	// The topic's partitions realign on an empty topic: their LMEs name
+	// offsets of the deleted one.
+	rt, err := r.m.destRoute(ctx, r.topic, r.partition, r.m.e.now())
+	if err != nil {
+		return fmt.Errorf("rebuild %s: %w", r.topic, err)
+	}
+	r.m.markRebuilt(r.topic, rt.topicID)
 	return r.align(ctx)
+}
+
+// markRebuilt records that this mirror's rebuild created the destination
+// topic with id id.
+func (m *mirror) markRebuilt(topic string, id [16]byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rebuilt == nil {
+		m.rebuilt = make(map[string][16]byte)
+	}
+	m.rebuilt[topic] = id
+}
+
+// rebuiltAs reports whether the destination topic with id id was created
+// by this mirror's rebuild: the LMEs taken before it name offsets it does
+// not hold, and that is no loss.
+func (m *mirror) rebuiltAs(topic string, id [16]byte) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got, ok := m.rebuilt[topic]
+	return ok && got == id
 }
 
 // divergedRange returns the destination-only offsets [from, to) of one

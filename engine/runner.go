@@ -10,7 +10,6 @@ import (
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
@@ -24,7 +23,7 @@ type runner struct {
 	openTxns  int32 // open mirrored transactions last persisted
 	stats     *partStats
 	in        inbox
-	persist   func(context.Context, store.PartitionRecord) error // nil: nothing is persisted
+	persist   *stateSink // nil: nothing is persisted
 
 	st    partition.Status
 	work  partition.Action // the work action in progress or due, nil when idle
@@ -166,6 +165,9 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 	}
 	if err := r.takeFault(); err != nil {
 		return err
+	}
+	if r.takeCheckpoint() {
+		r.checkpoint()
 	}
 	if r.eventPending() {
 		return errInterrupted

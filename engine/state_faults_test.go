@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,12 @@ func newStateEnv(t *testing.T, topic string, partitions int32) (*env, *engine.Ad
 // newStateEnvOn is newStateEnv on clusters the test started.
 func newStateEnvOn(t *testing.T, src, dst *enginetest.Cluster, topic string, partitions int32) (*env, *engine.Admin) {
 	t.Helper()
+	return newStateEnvWith(t, src, dst, topic, partitions, nil)
+}
+
+// newStateEnvWith is newStateEnvOn with more mirror settings.
+func newStateEnvWith(t *testing.T, src, dst *enginetest.Cluster, topic string, partitions int32, settings map[string]string) (*env, *engine.Admin) {
+	t.Helper()
 	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
 	ctx := context.Background()
 	adm, err := engine.NewAdmin(ctx, dst.Addrs(), nil, 30*time.Second)
@@ -41,11 +48,13 @@ func newStateEnvOn(t *testing.T, src, dst *enginetest.Cluster, topic string, par
 	}
 	t.Cleanup(adm.Close)
 	src.CreateTopic(t, topic, partitions, nil)
-	if _, err := adm.CreateMirror(ctx, "a-to-b", props.FromMap(map[string]string{
+	cfg := map[string]string{
 		"bootstrap.servers":                      strings.Join(src.Addrs(), ","),
 		"mirror.failed.retry.initial.backoff.ms": "20",
 		"mirror.failed.retry.max.backoff.ms":     "1000",
-	}), false); err != nil {
+	}
+	maps.Copy(cfg, settings)
+	if _, err := adm.CreateMirror(ctx, "a-to-b", props.FromMap(cfg), false); err != nil {
 		t.Fatal(err)
 	}
 	sel, err := engine.ParseTopics(topic)

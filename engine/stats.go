@@ -23,6 +23,11 @@ type partStats struct {
 	// its own appends; end.end is -1 once the runner took it. The
 	// watcher wakes the runner after leaving one.
 	end observedEnd
+
+	// checkpointed is the last mirrored offset the runner last put in a
+	// partition record, -2 when a record must be written again (a
+	// checkpoint write failed).
+	checkpointed int64
 }
 
 func newPartStats(mirror, topic string, p int32) *partStats {
@@ -32,8 +37,9 @@ func newPartStats(mirror, topic string, p int32) *partStats {
 			SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1,
 			SourceEpoch: -1, SourceLeader: -1, LastOffset: -1, LastEpoch: -1,
 		},
-		rateBytes: -1,
-		end:       observedEnd{end: -1},
+		rateBytes:    -1,
+		end:          observedEnd{end: -1},
+		checkpointed: -1,
 	}
 }
 
@@ -159,6 +165,57 @@ func (s *partStats) addFiller() {
 	s.mu.Unlock()
 }
 
+// position returns the last mirrored offset, its source epoch and the epoch
+// lineage for a partition record, and notes that offset as checkpointed.
+func (s *partStats) position() (int64, int32, []EpochStart) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkpointed = s.ps.LastOffset
+	return s.ps.LastOffset, s.ps.LastEpoch, append([]EpochStart(nil), s.ps.Lineage...)
+}
+
+// lme returns the last mirrored offset and its source epoch.
+func (s *partStats) lme() (int64, int32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ps.LastOffset, s.ps.LastEpoch, s.ps.LastOffset >= 0
+}
+
+// verified moves the last mirrored offset up to last, of source epoch
+// epoch, whose first batch verified starts at epochStart: alignment found the destination's batches up to it identical to
+// the source's (appended after the last checkpoint).
+func (s *partStats) verified(last int64, epoch int32, epochStart int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last <= s.ps.LastOffset {
+		return
+	}
+	s.ps.LastOffset, s.ps.LastEpoch = last, epoch
+	if n := len(s.ps.Lineage); n == 0 || s.ps.Lineage[n-1].Epoch < epoch {
+		s.ps.Lineage = append(s.ps.Lineage, EpochStart{Epoch: epoch, StartOffset: epochStart})
+		if len(s.ps.Lineage) > maxLineage {
+			s.ps.Lineage = s.ps.Lineage[len(s.ps.Lineage)-maxLineage:]
+		}
+	}
+}
+
+// checkpointDue reports whether the last mirrored offset moved since the
+// runner last wrote it to __mirror_state.
+func (s *partStats) checkpointDue() bool {
+	s.mu.Lock()
+	due := s.ps.LastOffset != s.checkpointed
+	s.mu.Unlock()
+	return due
+}
+
+// checkpointLost asks for the next checkpoint to be written even if the
+// last mirrored offset does not move (the write of the last one failed).
+func (s *partStats) checkpointLost() {
+	s.mu.Lock()
+	s.checkpointed = -2
+	s.mu.Unlock()
+}
+
 // restore sets the last mirrored offset and epoch persisted by an earlier
 // owner; -1 means none.
 func (s *partStats) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart) {
@@ -168,6 +225,15 @@ func (s *partStats) restore(lastOffset int64, lastEpoch int32, lineage []EpochSt
 		s.ps.LastOffset, s.ps.LastEpoch = lastOffset, lastEpoch
 		s.ps.Lineage = append([]EpochStart(nil), lineage...)
 	}
+	s.checkpointed = s.ps.LastOffset
+}
+
+// forgetPosition clears the last mirrored offset, epoch and lineage: the
+// destination topic was rebuilt by kmirror and holds none of them any more.
+func (s *partStats) forgetPosition() {
+	s.mu.Lock()
+	s.ps.LastOffset, s.ps.LastEpoch, s.ps.Lineage = -1, -1, nil
+	s.mu.Unlock()
 }
 
 // observedEnd is a destination log end read at a moment: an answer to a

@@ -92,44 +92,14 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-// sourceBatchAt fetches the source batch holding offset.
+// sourceBatchAt fetches the source batch holding offset (or the first one
+// after it); b is nil when the source has none.
 func (r *runner) sourceBatchAt(ctx context.Context, offset int64) (batch.Header, []byte, error) {
-	r.dropFetch()
-	// No LastFetchedEpoch: offset does not follow the last batch
-	// appended, and the epoch of that batch would make a broker check a
-	// divergence at the wrong place (and answer without records).
-	r.post(ctx, offset, -1)
-	defer r.dropFetch()
-	for {
-		var res fetchResult
-		if !r.takeResult(&res) {
-			select {
-			case <-ctx.Done():
-				return batch.Header{}, nil, ctx.Err()
-			case <-r.in.wake:
-			}
-			continue
-		}
-		if res.gen != r.gen {
-			continue
-		}
-		if res.err != nil {
-			return batch.Header{}, nil, res.err
-		}
-		var h batch.Header
-		var b []byte
-		_, err := batch.Split(res.records, func(hh batch.Header, bb []byte) error {
-			if hh.NextOffset() > offset {
-				h, b = hh, bb
-				return errStopSplit
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errStopSplit) {
-			return h, nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %v", ErrBadSourceBatch, offset, err)}
-		}
-		return h, b, nil
+	bs, err := r.sourceBatches(ctx, offset)
+	if err != nil || len(bs) == 0 {
+		return batch.Header{}, nil, err
 	}
+	return bs[0].h, bs[0].b, nil
 }
 
 // issueTxn appends a data batch of a source transaction through the mapped

@@ -33,6 +33,7 @@ const (
 	KeyThrottledRate          = "mirror.replication.throttled.rate"
 	KeyUncleanLeaderElection  = "mirror.unclean.leader.election.enable"
 	KeyMaxInflight            = "mirror.max.inflight"
+	KeyCheckpointInterval     = "mirror.state.checkpoint.interval.ms"
 )
 
 // ErrInvalid matches every *SettingError.
@@ -76,6 +77,7 @@ var known = map[string]check{
 	KeyNumFetchers:                          intIn(1, 1<<31-1),
 	KeyGapPolicy:                            oneOf("fail", "fill"),
 	KeyMetadataRefresh:                      intIn(1, 1<<63-1),
+	KeyCheckpointInterval:                   intIn(1, 1<<63-1),
 	KeyRetryInitialBackoff:                  intIn(1, 1<<63-1),
 	KeyRetryMaxBackoff:                      intIn(1, 1<<63-1),
 	KeyRetryMaxAttempts:                     intIn(1, 1<<31-1),
@@ -299,9 +301,10 @@ type MirrorSettings struct {
 	ACLInclude             []string // RE2 patterns of resource names; none: no ACL sync
 	GroupsInclude          []string
 	GroupsExclude          []string
-	ThrottledRate          int64 // bytes per second; 0: unthrottled
-	UncleanLeaderElection  bool  // recover automatically from source unclean elections
-	MaxInflight            int   // appends in flight per partition; 1 disables pipelining
+	ThrottledRate          int64         // bytes per second; 0: unthrottled
+	UncleanLeaderElection  bool          // recover automatically from source unclean elections
+	MaxInflight            int           // appends in flight per partition; 1 disables pipelining
+	CheckpointInterval     time.Duration // how often a MIRRORING partition's last mirrored offset is written to __mirror_state
 }
 
 // DefaultMirrorSettings returns the settings of a mirror that sets nothing.
@@ -320,9 +323,10 @@ func DefaultMirrorSettings() MirrorSettings {
 			"message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
 			"min.insync.replicas", "unclean.leader.election.enable",
 		},
-		GroupsInclude: []string{".*"},
-		GroupsExclude: []string{"console-consumer-.*", "__.*"},
-		MaxInflight:   5,
+		GroupsInclude:      []string{".*"},
+		GroupsExclude:      []string{"console-consumer-.*", "__.*"},
+		MaxInflight:        5,
+		CheckpointInterval: 5 * time.Second,
 	}
 }
 
@@ -344,6 +348,8 @@ func ParseMirrorSettings(p Properties) (MirrorSettings, error) {
 			s.GapPolicy = v
 		case KeyMetadataRefresh:
 			s.MetadataRefresh = millis(n)
+		case KeyCheckpointInterval:
+			s.CheckpointInterval = millis(n)
 		case KeyRetryInitialBackoff:
 			s.RetryInitialBackoff = millis(n)
 		case KeyRetryMaxBackoff:

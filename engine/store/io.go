@@ -80,6 +80,26 @@ func (w *Writer) PutPartition(ctx context.Context, r PartitionRecord) error {
 	return w.Put(ctx, PartitionKey(r.Mirror, r.Topic, r.Partition), b)
 }
 
+// PutPartitionAsync writes a partition record without waiting; done is
+// called with the outcome from the client's goroutine. Records of one
+// partition written through one Writer, with Put or PutPartitionAsync, land
+// in the order they were handed over.
+func (w *Writer) PutPartitionAsync(r PartitionRecord, done func(error)) {
+	b, err := EncodePartition(r)
+	if err != nil {
+		done(err)
+		return
+	}
+	key := PartitionKey(r.Mirror, r.Topic, r.Partition)
+	rec := &kgo.Record{Topic: Topic, Partition: key.Shard(), Key: key.Bytes(), Value: b}
+	w.cl.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			err = fmt.Errorf("write %s to %s: %w", key, Topic, err)
+		}
+		done(err)
+	})
+}
+
 // PutTopic writes a topic record.
 func (w *Writer) PutTopic(ctx context.Context, t TopicDesired) error {
 	b, err := EncodeTopic(t)

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/kmirror/kmirror/engine/store"
+)
+
+// stateSink writes the partition records of a coordinator's runners to
+// __mirror_state. A runner writes its transitions with put and its
+// checkpoints with putAsync from its own goroutine, through one client, so
+// its records land in the order it wrote them: a checkpoint never lands
+// after the transition that followed it.
+type stateSink struct {
+	w *store.Writer
+}
+
+// stateWriteTimeout bounds one synchronous partition record write.
+const stateWriteTimeout = 15 * time.Second
+
+func (s *stateSink) put(ctx context.Context, rec store.PartitionRecord) error {
+	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
+	defer cancel()
+	return s.w.PutPartition(ctx, rec)
+}
+
+func (s *stateSink) putAsync(rec store.PartitionRecord, done func(error)) {
+	s.w.PutPartitionAsync(rec, done)
+}
+
+// Checkpoints. The last mirrored offset (LME) and its source epoch are what
+// describe, failover, failback and the next owner's alignment rely on, so
+// they are written while MIRRORING, not only at state transitions: every
+// mirror.state.checkpoint.interval.ms the mirror's watcher asks each
+// partition whose LME moved since its last record for a new one
+// (requestCheckpoint); the runner writes it without waiting (checkpoint),
+// and writes the last one synchronously when it exits (a clean close or a
+// revoked shard). Idle partitions write nothing.
+
+// requestCheckpoint asks the runner to write its record at its next look
+// into the inbox.
+func (r *runner) requestCheckpoint() {
+	r.in.mu.Lock()
+	r.in.checkpoint = !r.in.exited
+	r.in.mu.Unlock()
+	r.poke()
+}
+
+// takeCheckpoint reports whether a checkpoint was requested, clearing the
+// request.
+func (r *runner) takeCheckpoint() bool {
+	r.in.mu.Lock()
+	due := r.in.checkpoint
+	r.in.checkpoint = false
+	r.in.mu.Unlock()
+	return due
+}
+
+// checkpoint writes the partition's record with its current LME without
+// waiting for the write. A failed write is reported and retried at the
+// next request.
+func (r *runner) checkpoint() {
+	if r.persist == nil || !r.stats.checkpointDue() {
+		return
+	}
+	rec := r.record(r.st)
+	r.persist.putAsync(rec, func(err error) {
+		if err != nil {
+			r.stats.checkpointLost()
+			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "checkpoint of the last mirrored offset: "+err.Error())
+		}
+	})
+}
+
+// finalCheckpointTimeout bounds the last checkpoint of an exiting runner.
+const finalCheckpointTimeout = 5 * time.Second
+
+// finalCheckpoint writes the record of an exiting runner whose LME moved
+// since its last record, and waits for the write (bounded): the next owner
+// starts from it.
+func (r *runner) finalCheckpoint() {
+	if r.persist == nil || !r.stats.checkpointDue() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
+	defer cancel()
+	if err := r.persist.put(ctx, r.record(r.st)); err != nil {
+		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "last checkpoint before exiting: "+err.Error())
+	}
+}
+
+// requestCheckpoints asks every runner of the mirror whose LME moved since
+// its last record for a checkpoint.
+func (m *mirror) requestCheckpoints(rs []*runner) {
+	for _, r := range rs {
+		if r.persist != nil && r.stats.checkpointDue() {
+			r.requestCheckpoint()
+		}
+	}
+}
