@@ -89,11 +89,24 @@ func (p *runProc) metricsURL(t *testing.T) string {
 
 // describeRow is what the tests read of one --describe --json row.
 type describeRow struct {
-	Topic        string `json:"topic"`
-	Partition    int32  `json:"partition"`
-	State        string `json:"state"`
-	ErrorMessage string `json:"errorMessage"`
-	Owner        string `json:"owner"`
+	Topic             string `json:"topic"`
+	Partition         int32  `json:"partition"`
+	State             string `json:"state"`
+	ErrorMessage      string `json:"errorMessage"`
+	Owner             string `json:"owner"`
+	DestinationOffset int64  `json:"destinationOffset"`
+	LastMirrorOffset  int64  `json:"lastMirrorOffset"`
+}
+
+// checkpointed reports whether every row's persisted last mirrored offset
+// is the one below its destination log end.
+func checkpointed(rows []describeRow) (bool, string) {
+	for _, r := range rows {
+		if r.DestinationOffset <= 0 || r.LastMirrorOffset != r.DestinationOffset-1 {
+			return false, fmt.Sprintf("%s/%d: lastMirrorOffset %d, destinationOffset %d", r.Topic, r.Partition, r.LastMirrorOffset, r.DestinationOffset)
+		}
+	}
+	return len(rows) > 0, "no rows"
 }
 
 // describeRows runs --describe --json in process.
@@ -351,7 +364,7 @@ func TestChaosKillRestart(t *testing.T) {
 		work = t.TempDir()
 	}
 	cfg := filepath.Join(work, "m.properties")
-	if err := writeFile(cfg, "bootstrap.servers="+addrs(src)+"\nmirror.failed.retry.initial.backoff.ms=50\nmirror.failed.retry.max.backoff.ms=2000"); err != nil {
+	if err := writeFile(cfg, "bootstrap.servers="+addrs(src)+"\nmirror.failed.retry.initial.backoff.ms=50\nmirror.failed.retry.max.backoff.ms=2000\nmirror.state.checkpoint.interval.ms=1000"); err != nil {
 		t.Fatal(err)
 	}
 	kmirrorCLI(t, 0, "--bootstrap-server", addrs(dst), "--create", "--mirror", "a-to-b", "--mirror-config", cfg)
@@ -399,6 +412,16 @@ func TestChaosKillRestart(t *testing.T) {
 		if r.State != "MIRRORING" {
 			t.Errorf("%s/%d is %s after the chaos: %s", r.Topic, r.Partition, r.State, r.ErrorMessage)
 		}
+	}
+	// The last mirrored offsets reach __mirror_state while MIRRORING
+	// (checkpoints), and a SIGKILL leaves them there for describe with no
+	// instance running and for the next owner.
+	if msg, ok := within(ctx, 30*time.Second, func() (bool, string) { return checkpointed(describeRows(t, dst)) }); !ok {
+		t.Errorf("persisted last mirrored offsets after the last restart: %s", msg)
+	}
+	proc.kill()
+	if ok, msg := checkpointed(describeRows(t, dst)); !ok {
+		t.Errorf("describe with no instance after a SIGKILL: %s", msg)
 	}
 	srcCl := src.Client(t)
 	mismatches, batches := 0, 0

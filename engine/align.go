@@ -117,6 +117,13 @@ func (r *runner) anchor(ctx context.Context, dstEnd int64) (anchor, error) {
 		last, epoch = -1, -1
 	}
 	if last < 0 || fb.offset > last {
+		if fb.offset >= dstEnd {
+			// In a failback the destination was the forward mirror's
+			// source; missing what the forward mirror copied (it was
+			// rebuilt, or lost records) is no loss: the source has
+			// them. What it holds is compared from its last batch.
+			return anchor{offset: dstEnd - 1, epoch: -1}, nil
+		}
 		return fb, nil
 	}
 	return anchor{offset: last, epoch: epoch}, nil

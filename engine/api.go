@@ -32,7 +32,7 @@ type PartitionSnapshot struct {
 
 	State     partition.State
 	PrevState partition.State // state before FAILED
-	Attempt   int             // retry attempt while FAILED
+	Attempt   int             // retry attempt while FAILED; the realignment or fetch retry while MIRRORING retries on its own
 	NextRetry time.Time       // when a FAILED partition retries (zero: never)
 	Error     string          // last error, "" when healthy
 	Retryable bool

@@ -108,8 +108,12 @@ func (e *MismatchError) Error() string {
 		return fmt.Sprintf("%v on %s/%d: the destination already holds records that differ from the source, first at offset %d (producer id %d: %s); nothing was deleted: to mirror into it, --recover --rebuild (quarantines the destination's records) or delete the destination topic",
 			ErrForeignWrite, e.Topic, e.Partition, e.At, e.ProducerID, e.Reason)
 	}
-	return fmt.Sprintf("%v on %s/%d: the destination holds %d records after offset %d that are not from the source (first at offset %d, producer id %d: %s)",
-		ErrForeignWrite, e.Topic, e.Partition, e.End-e.At, e.After, e.At, e.ProducerID, e.Reason)
+	n, are := fmt.Sprintf("%d records", e.End-e.At), "are"
+	if e.End-e.At == 1 {
+		n, are = "1 record", "is"
+	}
+	return fmt.Sprintf("%v on %s/%d: the destination holds %s after offset %d that %s not from the source (first at offset %d, producer id %d: %s)",
+		ErrForeignWrite, e.Topic, e.Partition, n, e.After, are, e.At, e.ProducerID, e.Reason)
 }
 
 // Unwrap makes a mismatch a divergence too: what --recover --rebuild

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -322,8 +323,8 @@ func (r *runner) realign(ctx context.Context, err error) error {
 		if r.attempt > maxRealigns {
 			return err
 		}
-		r.stats.setError(err.Error(), true)
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "realigning: "+err.Error())
+		r.stats.setRetrying("realigning: "+err.Error(), r.attempt)
+		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()
 		}

@@ -65,6 +65,15 @@ func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Unlock()
 }
 
+// setRetrying publishes a transient failure MIRRORING retries on its own
+// (a realignment, a fetch retry) and the attempt it is at, so the console
+// and describe show a partition that is not making progress.
+func (s *partStats) setRetrying(msg string, attempt int16) {
+	s.mu.Lock()
+	s.ps.Error, s.ps.Retryable, s.ps.Attempt = msg, true, int(attempt)
+	s.mu.Unlock()
+}
+
 func (s *partStats) setError(msg string, retryable bool) {
 	s.mu.Lock()
 	s.ps.Error, s.ps.Retryable = msg, retryable

@@ -145,7 +145,7 @@ func TestForeignWriteBeforeAlignment(t *testing.T) {
 				}
 			}
 			p0 := e.waitState("orders", 0, partition.Failed)
-			want := fmt.Sprintf("not from the source (first at offset %d, producer id ", ends[0])
+			want := fmt.Sprintf("1 record after offset %d that is not from the source (first at offset %d, producer id ", ends[0]-1, ends[0])
 			if !strings.Contains(p0.Error, want) || p0.Retryable {
 				t.Fatalf("orders/0 FAILED with %q (retryable %v), want it to name %q", p0.Error, p0.Retryable, want)
 			}

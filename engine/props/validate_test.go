@@ -142,7 +142,8 @@ mirror.groups.include=g1
 mirror.groups.exclude=
 mirror.replication.throttled.rate=1048576
 mirror.unclean.leader.election.enable=true
-mirror.max.inflight=1`))
+mirror.max.inflight=1
+mirror.state.checkpoint.interval.ms=2500`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ mirror.max.inflight=1`))
 		RetryInitialBackoff: 50 * time.Millisecond, RetryMaxBackoff: 9 * time.Second, RetryMaxAttempts: 7,
 		TopicsExclude: []string{"a.*", "b"}, TopicPropertiesExclude: []string{"retention.ms"},
 		ACLInclude: []string{"orders.*"}, GroupsInclude: []string{"g1"}, GroupsExclude: nil,
-		ThrottledRate: 1 << 20, UncleanLeaderElection: true, MaxInflight: 1}
+		ThrottledRate: 1 << 20, UncleanLeaderElection: true, MaxInflight: 1, CheckpointInterval: 2500 * time.Millisecond}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("settings:\n%+v\nwant\n%+v", s, want)
 	}
