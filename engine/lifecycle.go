@@ -315,7 +315,9 @@ func (r *runner) fetching(ctx context.Context) error {
 // until alignment and fencing succeed or the attempts run out.
 func (r *runner) realign(ctx context.Context, err error) error {
 	for {
-		if derr := r.drain(ctx); derr != nil && !errors.Is(derr, errRealign) {
+		// The batches behind the one that failed were resent with it
+		// as often as it was: settled, not resent again.
+		if derr := r.settleAll(ctx); derr != nil && !errors.Is(derr, errRealign) {
 			return derr
 		}
 		r.dropFetch()
@@ -328,6 +330,14 @@ func (r *runner) realign(ctx context.Context, err error) error {
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()
 		}
+		// After an append whose outcome stayed unknown, the log end
+		// that align reads may be below the true one: a batch can be
+		// in the log above the high watermark. Appending there is
+		// still safe: the answer's base offset is checked, so a batch
+		// that was in fact there turns the next append into an
+		// OffsetMismatchError (FAILED, with the offsets), never a
+		// silent duplicate; and align verifies what lies above the
+		// last checkpoint.
 		if err = r.align(ctx); err == nil {
 			err = r.fence(ctx)
 		}

@@ -20,136 +20,173 @@ var zstdCodec = kgo.ZstdCompression()
 
 // inflight is one appended batch whose Produce response is still awaited.
 type inflight struct {
-	pending *wire.Pending
+	pending *wire.Pending // nil when the batch could not be sent: it is resent like a lost answer
 	conn    *wire.Conn
-	broker  int32
-	base    int64 // where the batch must land
-	next    int64 // the offset after it
-	epoch   int32 // source leader epoch of the batch, -1 for a filler
-	size    int64
-	maxTs   int64
-	txn     *batch.Header // the source header of a mirrored transaction's batch
+	// b is the batch as sent, already rewritten for its writer identity:
+	// an append whose outcome is unknown is resent byte for byte, so the
+	// broker deduplicates it by producer id, epoch and sequence. For a
+	// mirrored batch it is a slice of the fetch answer, which is kept
+	// until the batch is acknowledged (popInflight clears the slot).
+	b     []byte
+	txnID *string       // the transactional id of a mirrored transaction's batch
+	txn   *batch.Header // the source header of a mirrored transaction's batch
+	base  int64         // where the batch must land
+	next  int64         // the offset after it
+	maxTs int64
+	// broker is the destination broker the batch was last sent to.
+	broker int32
+	epoch  int32 // source leader epoch of the batch, -1 for a filler
 
 	fetchedAt time.Time // when the fetch answer holding it arrived; zero for fillers and markers
-	issuedAt  time.Time // when its Produce was sent
+	issuedAt  time.Time // when its Produce was first sent
 }
 
 // issue rewrites b for the partition's writer identity and sends it to the
 // destination leader without waiting; it must land at base. Batches of one
 // partition are issued in order on one connection, so the broker sees their
-// sequences in order.
-func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, epoch int32, maxTs int64) (inflight, error) {
-	f, err := r.issueAs(ctx, r.writer, nil, b, base, count, epoch, maxTs)
-	if err == nil {
-		r.writer.BaseSequence = nextSequence(r.writer.BaseSequence, count)
-	}
-	return f, err
+// sequences in order. A batch that could not be sent is in flight all the
+// same: its completion resends it (complete).
+func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, epoch int32, maxTs int64) inflight {
+	f := r.issueAs(ctx, r.writer, nil, b, base, count, epoch, maxTs)
+	r.writer.BaseSequence = nextSequence(r.writer.BaseSequence, count)
+	return f
 }
 
 // issueAs sends b with writer identity w; txnID is set for a mirrored
 // transaction's data (the broker checks it against the producer id).
-func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b []byte, base int64, count int32, epoch int32, maxTs int64) (inflight, error) {
+func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b []byte, base int64, count int32, epoch int32, maxTs int64) inflight {
 	batch.Transform(b, w)
+	f := inflight{b: b, txnID: txnID, base: base, next: base + int64(count), epoch: epoch, maxTs: maxTs, issuedAt: time.Now()}
+	// A batch sent while an earlier one of the partition is not would
+	// reach the broker out of sequence; it waits for the earlier one's
+	// resend instead.
+	if n := len(r.inflight); n == 0 || r.inflight[n-1].pending != nil {
+		_ = r.sendBatch(ctx, &f)
+	}
+	return f
+}
+
+// sendBatch sends f's bytes to the destination leader and records where; on
+// failure f is left unsent (pending nil) and the cause is returned.
+func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
+	f.pending, f.conn, f.broker = nil, nil, r.dst.leader
 	conn, err := r.m.e.conns.get(ctx, r.dst.leader)
 	if err != nil {
-		return inflight{}, fmt.Errorf("%w: %v", errRealign, err)
+		return err
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = int32(r.m.e.cfg.RequestTimeout / time.Millisecond)
-	req.TransactionID = txnID
+	req.TransactionID = f.txnID
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = r.topic
 	rt.TopicID = r.dst.topicID
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition = r.partition
-	rp.Records = b
+	rp.Records = f.b
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	p, err := conn.Issue(req)
 	if err != nil {
 		r.m.e.conns.failed(r.dst.leader, conn, err)
-		return inflight{}, fmt.Errorf("%w: produce to destination broker %d: %v", errRealign, r.dst.leader, err)
+		return fmt.Errorf("produce to destination broker %d: %w", r.dst.leader, err)
 	}
-	return inflight{pending: p, conn: conn, broker: r.dst.leader, base: base, next: base + int64(count), epoch: epoch, size: int64(len(b)), maxTs: maxTs, issuedAt: time.Now()}, nil
+	f.pending, f.conn = p, conn
+	return nil
 }
 
-// complete waits for one issued batch and checks where it landed.
-//
-// Any failure sends the partition back to alignment, which re-reads the
-// destination log end and bumps the writer epoch: whatever subset of the
-// in-flight batches the broker applied, mirroring resumes exactly after it,
-// and a batch still travelling under the old epoch is fenced.
-func (r *runner) complete(ctx context.Context, f inflight) error {
-	err := r.completeOnce(ctx, f)
-	if err != nil && f.txn != nil && r.txm != nil {
-		if terr := r.txm.ProduceFailed(ctx, *f.txn, err); terr != nil {
-			return r.txnError(terr)
-		}
+// completeOnce waits for one sent batch and checks where it landed;
+// resent tells that f is a resend, whose DUPLICATE_SEQUENCE_NUMBER answer
+// may mean that an earlier send landed.
+func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) error {
+	if f.pending == nil {
+		return r.unknownOutcome(f.base, errNotSent)
 	}
-	return err
-}
-
-func (r *runner) completeOnce(ctx context.Context, f inflight) error {
 	resp, err := f.pending.Wait(ctx)
 	if err != nil {
 		r.m.e.conns.failed(f.broker, f.conn, err)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: append %s/%d at %d: %v", errRealign, r.topic, r.partition, f.base, err)
+		return r.unknownOutcome(f.base, err)
 	}
 	pr := resp.(*kmsg.ProduceResponse)
 	if len(pr.Topics) != 1 || len(pr.Topics[0].Partitions) != 1 {
-		return fmt.Errorf("%w: append %s/%d at %d: malformed produce response", errRealign, r.topic, r.partition, f.base)
+		return r.unknownOutcome(f.base, errMalformedProduce)
 	}
 	p := pr.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		if p.ErrorMessage != nil {
 			err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
 		}
-		return r.classifyProduceErr(f.base, err)
+		// A broker answers DUPLICATE_SEQUENCE_NUMBER for a sequence
+		// it holds but no longer caches: the batch landed, at an
+		// offset it may not say. Only the expected offset, given back,
+		// counts as landed; anything else goes to alignment.
+		if !resent || !errors.Is(err, kerr.DuplicateSequenceNumber) || p.BaseOffset != f.base {
+			return r.classifyProduceErr(f.base, err)
+		}
 	}
 	if p.BaseOffset != f.base {
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: f.base, Actual: p.BaseOffset, Cause: ErrForeignWrite}
 	}
 	r.m.observeAppend(f, f.pending.CompletedAt())
 	r.acked = f.next
-	r.stats.appended(f.base, f.next, f.epoch, f.size, f.maxTs, f.epoch < 0)
+	r.stats.appended(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {
 		r.step(ctx, partition.Progressed{Epoch: r.st.StateEpoch})
 	}
 	return r.maybeDelete(ctx)
 }
 
+// classifyProduceErr turns an error code of a Produce answer into what
+// the runner does about it (appendFailureOf).
 func (r *runner) classifyProduceErr(base int64, err error) error {
-	switch {
-	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w (writer epoch %d): is another kmirror instance mirroring this partition? %v", ErrFenced, r.writer.ProducerEpoch, err)}
-	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
-		errors.Is(err, kerr.DuplicateSequenceNumber), errors.Is(err, kerr.InvalidProducerIDMapping),
-		retriable(err):
-		return fmt.Errorf("%w: append %s/%d at %d: %v", errRealign, r.topic, r.partition, base, err)
+	switch appendFailureOf(err) {
+	case failFenced:
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)}
+	case failUnknown:
+		return r.unknownOutcome(base, err)
+	case failWriter:
+		return fmt.Errorf("%w: append %s/%d at %d: %w", errRealign, r.topic, r.partition, base, err)
+	case failFatal:
 	}
 	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("append at %d: %w", base, err)}
 }
 
+// unknownOutcome is the error of an append the broker may or may not have
+// applied: complete resends it; once the resends are exhausted, it sends
+// the partition to alignment like any errRealign.
+func (r *runner) unknownOutcome(base int64, err error) error {
+	return fmt.Errorf("%w: %w: append %s/%d at %d: %w", errRealign, errUnknownOutcome, r.topic, r.partition, base, err)
+}
+
 // produceSync issues one batch and waits for it.
 func (r *runner) produceSync(ctx context.Context, b []byte, base int64, count int32) error {
-	f, err := r.issue(ctx, b, base, count, -1, 0)
-	if err != nil {
-		return err
-	}
-	return r.complete(ctx, f)
+	return r.complete(ctx, r.issue(ctx, b, base, count, -1, 0))
 }
 
 // drain waits for every in-flight batch; the first failure is returned
 // after all have been waited for, so nothing is left travelling unobserved.
-func (r *runner) drain(ctx context.Context) error {
+// Batches are resent while their outcome is unknown (complete) until one
+// fails for good; those behind it are only settled.
+func (r *runner) drain(ctx context.Context) error { return r.drainWith(ctx, true) }
+
+// settleAll waits for every in-flight batch without resending any: an
+// alignment follows, which reads where the log ends anyway.
+func (r *runner) settleAll(ctx context.Context) error { return r.drainWith(ctx, false) }
+
+func (r *runner) drainWith(ctx context.Context, resend bool) error {
 	var first error
 	for len(r.inflight) > 0 {
 		f := r.popInflight()
-		if err := r.complete(ctx, f); err != nil && first == nil {
+		var err error
+		if resend && first == nil {
+			err = r.complete(ctx, f)
+		} else {
+			err = r.settle(ctx, f)
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}

@@ -373,14 +373,13 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetc
 		return err
 	}
 	var f inflight
-	var err error
 	if h.IsTransactional() {
-		f, err = r.issueTxn(ctx, h, b)
+		var err error
+		if f, err = r.issueTxn(ctx, h, b); err != nil {
+			return err
+		}
 	} else {
-		f, err = r.issue(ctx, b, h.BaseOffset, h.LastOffsetDelta+1, h.LeaderEpoch, h.MaxTimestamp)
-	}
-	if err != nil {
-		return err
+		f = r.issue(ctx, b, h.BaseOffset, h.LastOffsetDelta+1, h.LeaderEpoch, h.MaxTimestamp)
 	}
 	f.fetchedAt = fetchedAt
 	r.inflight = append(r.inflight, f)
@@ -427,11 +426,22 @@ func (r *runner) oldestAcked() bool {
 	}
 }
 
-// oldestDone is closed when the oldest in-flight batch has its answer; nil
-// (never ready) when nothing is in flight.
+// oldestDone is closed when the oldest in-flight batch has its answer, or
+// could not be sent (it is resent at once); nil (never ready) when nothing
+// is in flight.
 func (r *runner) oldestDone() <-chan struct{} {
 	if len(r.inflight) == 0 {
 		return nil
 	}
+	if r.inflight[0].pending == nil {
+		return closedChan
+	}
 	return r.inflight[0].pending.Done()
 }
+
+// closedChan is always ready.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

@@ -113,13 +113,9 @@ func (r *runner) issueTxn(ctx context.Context, h batch.Header, b []byte) (inflig
 	if err != nil {
 		return inflight{}, r.txnError(err)
 	}
-	f, err := r.issueAs(ctx, w, &id, b, h.BaseOffset, h.LastOffsetDelta+1, h.LeaderEpoch, h.MaxTimestamp)
-	if err != nil {
-		if terr := m.ProduceFailed(ctx, h, err); terr != nil {
-			return f, r.txnError(terr)
-		}
-		return f, err
-	}
+	// A batch that could not be sent is resent by complete, which tells
+	// the mapper (ProduceFailed) only if it never lands.
+	f := r.issueAs(ctx, w, &id, b, h.BaseOffset, h.LastOffsetDelta+1, h.LeaderEpoch, h.MaxTimestamp)
 	hc := h
 	f.txn = &hc
 	r.persistTxnsIfChanged(ctx)
@@ -239,11 +235,7 @@ func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
 		if err := r.makeRoom(ctx); err != nil {
 			return err
 		}
-		f, err := r.issue(ctx, b, r.pos, int32(n), -1, 0)
-		if err != nil {
-			return err
-		}
-		r.inflight = append(r.inflight, f)
+		r.inflight = append(r.inflight, r.issue(ctx, b, r.pos, int32(n), -1, 0))
 		r.pos += n
 	}
 	return nil

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/engine/internal/backoff"
+)
+
+// appendRetries bounds the resends of an append whose outcome is unknown,
+// and appendRetryMax caps the wait before each: with the default 100ms
+// first wait they span about five seconds, enough to ride out a leader
+// election, before the partition falls back to alignment.
+const (
+	appendRetries  = 6
+	appendRetryMax = 2 * time.Second
+)
+
+var (
+	// errUnknownOutcome marks an append the broker may have applied
+	// without saying so; it always comes with errRealign, which is what
+	// is left once the resends are exhausted.
+	errUnknownOutcome   = errors.New("outcome unknown")
+	errNotSent          = errors.New("not sent: no connection to the destination leader")
+	errMalformedProduce = errors.New("malformed produce response")
+)
+
+// appendFailure is what a failed append calls for.
+type appendFailure int
+
+const (
+	// failUnknown: the broker may have applied the batch (a timeout, a
+	// lost answer, NOT_ENOUGH_REPLICAS_AFTER_APPEND, a leader that moved
+	// while followers were copying it). Resend the same bytes.
+	failUnknown appendFailure = iota
+	// failWriter: the broker no longer accepts this writer's sequence
+	// (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER, ...); only a new
+	// writer epoch, after alignment, can go on.
+	failWriter
+	// failFenced: another writer holds a newer epoch.
+	failFenced
+	// failFatal: the batch is refused for good (INVALID_RECORD, a
+	// missing authorization...).
+	failFatal
+)
+
+func (f appendFailure) String() string {
+	switch f {
+	case failUnknown:
+		return "outcome unknown"
+	case failWriter:
+		return "writer must change"
+	case failFenced:
+		return "fenced"
+	case failFatal:
+		return "fatal"
+	}
+	return fmt.Sprintf("appendFailure(%d)", int(f))
+}
+
+// appendFailureOf classifies the error of one append. The writer's own
+// errors come first: some of them (OUT_OF_ORDER_SEQUENCE_NUMBER on older
+// brokers) would otherwise pass for retriable.
+func appendFailureOf(err error) appendFailure {
+	switch {
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
+		return failFenced
+	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
+		errors.Is(err, kerr.DuplicateSequenceNumber), errors.Is(err, kerr.InvalidProducerIDMapping):
+		// DUPLICATE_SEQUENCE_NUMBER on a resend whose offset the answer
+		// confirms is taken as landed before classifying (completeOnce).
+		return failWriter
+	case retriable(err):
+		return failUnknown
+	}
+	return failFatal
+}
+
+// complete waits for one issued batch and checks where it landed.
+//
+// An append whose outcome is unknown is resent with the same bytes, so the
+// same producer id, epoch and sequence, together with every later batch of
+// the partition in flight, in order: the broker deduplicates what it
+// already holds and answers with the offset it gave it then. Reading the
+// destination log end instead would not do: a batch that the leader
+// appended but its followers have not yet copied lies above the high
+// watermark, where ListOffsets does not show it, and an append at the end
+// it shows would land after it, a second time.
+//
+// Only when the resends run out, or the writer itself must change, does
+// the partition go to alignment (errRealign), which bumps the writer epoch
+// so that a batch still travelling under the old one is fenced. What makes
+// that safe is the alignment's verification, not the log end it reads:
+// every destination batch above the last checkpoint must match the
+// source's and carry kmirror's writer identity; and a batch that was in
+// the log but hidden above the high watermark turns the next append's
+// answer into an OffsetMismatchError, never a silent duplicate.
+func (r *runner) complete(ctx context.Context, f inflight) error {
+	err := r.completeOnce(ctx, f, false)
+	for attempt := 1; errors.Is(err, errUnknownOutcome) && attempt <= appendRetries; attempt++ {
+		if err = r.resend(ctx, &f, attempt, err); err == nil {
+			if err = r.completeOnce(ctx, f, true); err == nil {
+				r.stats.clearError()
+			}
+		}
+	}
+	return r.appendFailed(ctx, f, err)
+}
+
+// settle is complete without resends: it learns where the batch landed,
+// if it did, before an alignment reads the log end anyway.
+func (r *runner) settle(ctx context.Context, f inflight) error {
+	return r.appendFailed(ctx, f, r.completeOnce(ctx, f, false))
+}
+
+// appendFailed tells the transaction mapper of a mirrored transaction's
+// batch that did not land; it re-reads the transaction's state.
+func (r *runner) appendFailed(ctx context.Context, f inflight, err error) error {
+	if err != nil && f.txn != nil && r.txm != nil {
+		if terr := r.txm.ProduceFailed(ctx, *f.txn, err); terr != nil {
+			return r.txnError(terr)
+		}
+	}
+	return err
+}
+
+// resend sends f and every batch in flight behind it again, in order, to
+// the destination leader as the metadata names it now, after a backoff. A
+// batch that cannot be sent leaves those behind it unsent too, so the
+// broker never sees a sequence ahead of a missing one.
+func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause error) error {
+	r.stats.setError(cause.Error(), true)
+	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
+		fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, appendRetries, cause))
+	at := r.m.e.now()
+	p := backoff.Policy{Initial: r.m.cfg.RetryInitial, Max: min(r.m.cfg.RetryMax, appendRetryMax)}
+	if !r.wait(ctx, p.Delay(attempt, r.m.e.jitter())) {
+		return ctx.Err()
+	}
+	rt, err := r.m.destRoute(ctx, r.topic, r.partition, at)
+	if err != nil {
+		r.unsend(0)
+		f.pending = nil
+		return r.unknownOutcome(f.base, err)
+	}
+	if rt.topicID != r.dst.topicID {
+		// The destination topic was recreated: the batches belong to
+		// the old one. Alignment finds out what the new one holds.
+		return fmt.Errorf("%w: append %s/%d at %d: destination topic id changed while the outcome was unknown: %w", errRealign, r.topic, r.partition, f.base, cause)
+	}
+	r.dst = rt
+	if err := r.sendBatch(ctx, f); err != nil {
+		r.unsend(0)
+		return nil // completeOnce reports f unsent, and the next attempt resends
+	}
+	for i := range r.inflight {
+		if err := r.sendBatch(ctx, &r.inflight[i]); err != nil {
+			r.unsend(i + 1)
+			break
+		}
+	}
+	return nil
+}
+
+// unsend marks the in-flight batches from index i on as not sent; the
+// answers to their earlier sends, if any come, are not looked at.
+func (r *runner) unsend(i int) {
+	for ; i < len(r.inflight); i++ {
+		r.inflight[i].pending, r.inflight[i].conn = nil, nil
+	}
+}

@@ -1,0 +1,168 @@
+package engine_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// newHoldEnv is newEnv with the destination behind an enginetest.HWMHold.
+func newHoldEnv(t *testing.T) (*env, *enginetest.HWMHold) {
+	t.Helper()
+	hold := enginetest.NewHWMHold()
+	src := enginetest.NewCluster(t, "kmirror-test-source")
+	dst := enginetest.NewCluster(t, "kmirror-test-destination", kfake.ListenFn(hold.Listen))
+	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e.startEngine()
+	return e, hold
+}
+
+// snapshotOf returns the snapshot of one partition.
+func (e *env) snapshotOf(topic string, p int32) (engine.PartitionSnapshot, bool) {
+	for _, ps := range e.partitions() {
+		if ps.Topic == topic && ps.Partition == p {
+			return ps, true
+		}
+	}
+	return engine.PartitionSnapshot{}, false
+}
+
+// holdMirrored mirrors topic (3 partitions), caught up, and arms hold on
+// its partition 0 to lose the answers of the next drops appends there; it
+// returns partition 0's writer epoch.
+func holdMirrored(t *testing.T, e *env, hold *enginetest.HWMHold, topic string, drops int) int16 {
+	t.Helper()
+	e.src.CreateTopic(t, topic, 3, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, topic, 3, 100, "first")
+	e.startMirror(topic)
+	e.waitCaughtUp(topic)
+	ps, _ := e.snapshotOf(topic, 0)
+	hold.Arm(topic, e.dst.TopicInfo(topic).TopicID, 0, drops)
+	return ps.WriterEpoch
+}
+
+// TestLostAnswerAboveHWMIsResent: the destination applies an append of
+// partition 0 but the answer is lost (the connection closes), and its high
+// watermark stays before that batch, as a real broker's does while acks=all
+// waits for followers: ListOffsets(latest) does not show it. The batch and
+// those behind it are resent unchanged on a new connection and the broker
+// deduplicates them: no duplicate, no realignment (the writer epoch stays),
+// the destination identical to the source.
+func TestLostAnswerAboveHWMIsResent(t *testing.T) {
+	e, hold := newHoldEnv(t)
+	epoch := holdMirrored(t, e, hold, "held", 1)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	stop := make(chan struct{})
+	wg := produceInBackground(t, cl, "held", 3, stop)
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return hold.Dropped() >= 1, "no produce answer lost yet"
+	})
+	e.waitProgress("held", 3, 100)
+	close(stop)
+	wg.Wait()
+	e.waitCaughtUp("held")
+	e.assertIdentical("held")
+	if h := hold.Held(); h >= 0 {
+		t.Fatalf("high watermark still held at %d: no later append was acknowledged", h)
+	}
+	ps, _ := e.snapshotOf("held", 0)
+	if ps.WriterEpoch != epoch {
+		t.Fatalf("writer epoch %d, was %d: the partition realigned instead of resending", ps.WriterEpoch, epoch)
+	}
+}
+
+// TestLostAnswersExhaustRetries: every resend's answer is lost too, with
+// the high watermark held before the first batch. The partition falls back
+// to alignment, which reads the held (too low) log end; the next append
+// then lands after the batch that was in fact in the log, and its answer's
+// offset says so: the partition is FAILED with the offsets, loudly, never
+// mirroring on with a silent duplicate.
+func TestLostAnswersExhaustRetries(t *testing.T) {
+	e, hold := newHoldEnv(t)
+	holdMirrored(t, e, hold, "lost", 1+engine.AppendRetries)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "lost", 3, 100, "second")
+	ps := e.waitState("lost", 0, partition.Failed)
+	if hold.Dropped() != 1+engine.AppendRetries {
+		t.Fatalf("%d answers lost, want %d", hold.Dropped(), 1+engine.AppendRetries)
+	}
+	if ps.Retryable || !strings.Contains(ps.Error, "expected offset 100,") {
+		t.Fatalf("partition 0 FAILED with %q (retryable %v), want an offset mismatch at 100", ps.Error, ps.Retryable)
+	}
+	// The other partitions mirror on.
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		for _, p := range []int32{1, 2} {
+			ps, _ := e.snapshotOf("lost", p)
+			if ps.State != partition.Mirroring || ps.DestLogEnd != 200 {
+				return false, fmt.Sprintf("lost/%d is %s at %d: %s", p, ps.State, ps.DestLogEnd, ps.Error)
+			}
+		}
+		return true, ""
+	})
+}
+
+// TestAppliedAppendAnsweredWithErrorIsResent: the destination applies an
+// append and answers REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+// as a real broker does when followers are slow. The batch is resent with
+// the same sequence and deduplicated: no realignment, identical result.
+func TestAppliedAppendAnsweredWithErrorIsResent(t *testing.T) {
+	for _, fault := range []*kerr.Error{kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend} {
+		t.Run(fault.Message, func(t *testing.T) {
+			e := newEnv(t)
+			e.src.CreateTopic(t, "applied", 3, nil)
+			cl := e.src.Client(t, enginetest.ProducerOpts("lz4", true)...)
+			enginetest.Produce(t, cl, "applied", 3, 100, "first")
+			e.startMirror("applied")
+			e.waitCaughtUp("applied")
+			epochs := map[int32]int16{}
+			for _, ps := range e.partitions() {
+				epochs[ps.Partition] = ps.WriterEpoch
+			}
+			h := e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "applied", Err: fault, Count: 3})
+			enginetest.Produce(t, cl, "applied", 3, 100, "second")
+			enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+				return h.Hits() >= 3, fmt.Sprintf("%d of 3 faults hit", h.Hits())
+			})
+			e.waitCaughtUp("applied")
+			e.assertIdentical("applied")
+			for _, ps := range e.partitions() {
+				if ps.WriterEpoch != epochs[ps.Partition] {
+					t.Fatalf("applied/%d: writer epoch %d, was %d: realigned instead of resending", ps.Partition, ps.WriterEpoch, epochs[ps.Partition])
+				}
+			}
+		})
+	}
+}
+
+// TestLostTxnAnswerAboveHWMIsResent: the lost answer is a mirrored
+// transaction's batch. It is resent with its transactional producer's id,
+// epoch and sequence and deduplicated; the transaction commits on the
+// destination at the source's offsets.
+func TestLostTxnAnswerAboveHWMIsResent(t *testing.T) {
+	e, hold := newHoldEnv(t)
+	holdMirrored(t, e, hold, "txheld", 1)
+	tp := txnProducer(t, e.src, "app-held")
+	inTxn(t, tp, "txheld", []int32{0, 1}, 20, "t-commit", true)
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return hold.Dropped() >= 1, "no produce answer lost yet"
+	})
+	inTxn(t, tp, "txheld", []int32{0, 2}, 10, "t-abort", false)
+	e.waitCaughtUp("txheld")
+	e.assertIdentical("txheld")
+	for p := range int32(3) {
+		if s, d := readCommitted(t, e.src, "txheld", p), readCommitted(t, e.dst, "txheld", p); !slices.Equal(s, d) {
+			t.Fatalf("txheld/%d: READ_COMMITTED records differ:\nsource %v\ndestination %v", p, s, d)
+		}
+	}
+}

@@ -1,0 +1,339 @@
+package enginetest
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// HWMHold stands between a kfake cluster's listeners and its clients and
+// makes one partition behave like a real replicating broker whose
+// followers lag: a Produce is applied, but its answer is lost (the
+// connection is closed instead), and the high watermark stays where it was
+// before that Produce, so ListOffsets(latest) and Fetch show neither the
+// batch nor the offsets after it. kfake alone keeps the high watermark at
+// the log end, and a Produce it applies is always answered.
+//
+// The hold ends when an answer to a later Produce of the partition goes
+// through (with acks=all that means the followers caught up), or at
+// Release. Pass Listen to the cluster with kfake.ListenFn.
+//
+// It parses the Kafka framing itself, because a kfake control function can
+// only answer a request in place of the cluster or let the cluster answer
+// it, not both: it cannot have a Produce applied and then lose the answer.
+type HWMHold struct {
+	mu        sync.Mutex
+	topic     string
+	topicID   [16]byte
+	partition int32
+	armed     bool
+	drops     int   // Produce answers still to lose
+	dropped   int   // Produce answers lost so far
+	held      int64 // the high watermark shown for the partition, -1 when none is held
+}
+
+// NewHWMHold returns a hold on no partition yet (Arm).
+func NewHWMHold() *HWMHold { return &HWMHold{held: -1} }
+
+// Arm targets partition p of topic (whose id on the cluster is id: newer
+// Produce and Fetch versions name topics by id) and loses the answers to
+// its next n successful Produce requests.
+func (h *HWMHold) Arm(topic string, id [16]byte, p int32, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.topic, h.topicID, h.partition, h.armed, h.drops = topic, id, p, true, n
+}
+
+// Dropped is how many Produce answers have been lost so far.
+func (h *HWMHold) Dropped() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dropped
+}
+
+// Held is the high watermark shown for the partition while the hold
+// lasts, -1 when none is held.
+func (h *HWMHold) Held() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held
+}
+
+// Release ends the hold and loses no more answers: the followers caught up.
+func (h *HWMHold) Release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held, h.drops = -1, 0
+}
+
+// Listen opens a TCP listener whose connections go through the hold.
+func (h *HWMHold) Listen(network, address string) (net.Listener, error) {
+	l, err := net.Listen(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return &hwmListener{Listener: l, h: h}, nil
+}
+
+type hwmListener struct {
+	net.Listener
+	h *HWMHold
+}
+
+func (l *hwmListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &hwmConn{Conn: c, h: l.h, reqs: make(map[int32]reqInfo)}, nil
+}
+
+// reqInfo is what a response needs to know of its request.
+type reqInfo struct {
+	key, version int16
+	latest       bool // a ListOffsets asking the partition's latest offset
+}
+
+// hwmConn is the cluster's side of one client connection: Read sees the
+// client's requests, Write the cluster's responses. kfake reads from one
+// goroutine and writes from another, hence mu around reqs.
+type hwmConn struct {
+	net.Conn
+	h *HWMHold
+
+	in  []byte // request bytes read, short of a whole request
+	out []byte // response bytes written, short of a whole response
+
+	mu   sync.Mutex
+	reqs map[int32]reqInfo // requests of the partition by correlation id, awaiting their answers
+}
+
+var errAnswerLost = errors.New("answer lost by the test's high watermark hold")
+
+func (c *hwmConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in = append(c.in, p[:n]...)
+	for {
+		frame, rest, ok := nextFrame(c.in)
+		if !ok {
+			break
+		}
+		c.noteRequest(frame)
+		c.in = append(c.in[:0], rest...)
+	}
+	return n, err
+}
+
+func (c *hwmConn) Write(p []byte) (int, error) {
+	c.out = append(c.out, p...)
+	for {
+		frame, rest, ok := nextFrame(c.out)
+		if !ok {
+			return len(p), nil
+		}
+		frame, lose := c.answer(frame)
+		c.out = append(c.out[:0], rest...)
+		if lose {
+			_ = c.Conn.Close()
+			return 0, errAnswerLost
+		}
+		if _, err := c.Conn.Write(frame); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// nextFrame splits the first size-prefixed frame off b.
+func nextFrame(b []byte) (frame, rest []byte, ok bool) {
+	if len(b) < 4 {
+		return nil, b, false
+	}
+	n := int(binary.BigEndian.Uint32(b))
+	if len(b) < 4+n {
+		return nil, b, false
+	}
+	return b[:4+n], b[4+n:], true
+}
+
+// noteRequest remembers a Produce, Fetch or ListOffsets request naming the
+// partition, so its answer can be lost or rewritten.
+func (c *hwmConn) noteRequest(frame []byte) {
+	r := kbin.Reader{Src: frame[4:]}
+	key, version, corr := r.Int16(), r.Int16(), r.Int32()
+	r.NullableString() // client id
+	switch kmsg.Key(key) {
+	case kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets:
+	default:
+		return
+	}
+	req := kmsg.RequestForKey(key)
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&r)
+	}
+	if r.Complete() != nil || req.ReadFrom(r.Src) != nil {
+		return
+	}
+	info, ok := c.h.names(req)
+	if !ok {
+		return
+	}
+	info.key, info.version = key, version
+	c.mu.Lock()
+	c.reqs[corr] = info
+	c.mu.Unlock()
+}
+
+// answer returns the response frame to write instead of frame, or lose.
+func (c *hwmConn) answer(frame []byte) (out []byte, lose bool) {
+	corr := int32(binary.BigEndian.Uint32(frame[4:]))
+	c.mu.Lock()
+	info, ok := c.reqs[corr]
+	delete(c.reqs, corr)
+	c.mu.Unlock()
+	if !ok {
+		return frame, false
+	}
+	resp := kmsg.ResponseForKey(info.key)
+	resp.SetVersion(info.version)
+	r := kbin.Reader{Src: frame[8:]}
+	if resp.IsFlexible() {
+		kmsg.SkipTags(&r)
+	}
+	if r.Complete() != nil || resp.ReadFrom(r.Src) != nil {
+		return frame, false
+	}
+	changed, lose := c.h.rewrite(resp, info)
+	if lose || !changed {
+		return frame, lose
+	}
+	out = binary.BigEndian.AppendUint32(nil, 0)
+	out = binary.BigEndian.AppendUint32(out, uint32(corr))
+	if resp.IsFlexible() {
+		out = append(out, 0) // no tagged fields
+	}
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, false
+}
+
+// isTopic reports whether a request or response names the held topic.
+func (h *HWMHold) isTopic(name string, id [16]byte) bool {
+	return name == h.topic || (id != [16]byte{} && id == h.topicID)
+}
+
+// names reports whether req names the held partition.
+func (h *HWMHold) names(req kmsg.Request) (reqInfo, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.armed {
+		return reqInfo{}, false
+	}
+	switch req := req.(type) {
+	case *kmsg.ProduceRequest:
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if h.isTopic(t.Topic, t.TopicID) && p.Partition == h.partition {
+					return reqInfo{}, true
+				}
+			}
+		}
+	case *kmsg.FetchRequest:
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if h.isTopic(t.Topic, t.TopicID) && p.Partition == h.partition {
+					return reqInfo{}, true
+				}
+			}
+		}
+	case *kmsg.ListOffsetsRequest:
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if h.isTopic(t.Topic, [16]byte{}) && p.Partition == h.partition {
+					return reqInfo{latest: p.Timestamp == -1}, true
+				}
+			}
+		}
+	}
+	return reqInfo{}, false
+}
+
+// rewrite applies the hold to a response of the held partition: it loses
+// a Produce answer, or shows the held high watermark.
+func (h *HWMHold) rewrite(resp kmsg.Response, info reqInfo) (changed, lose bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch resp := resp.(type) {
+	case *kmsg.ProduceResponse:
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if !h.isTopic(t.Topic, t.TopicID) || p.Partition != h.partition || p.ErrorCode != 0 {
+					continue
+				}
+				if h.drops > 0 {
+					// Applied, unanswered: the high watermark stays
+					// before the batch (or before an earlier one
+					// still held).
+					h.drops--
+					h.dropped++
+					if h.held < 0 || p.BaseOffset < h.held {
+						h.held = p.BaseOffset
+					}
+					return false, true
+				}
+				h.held = -1 // acknowledged: the followers have it all
+			}
+		}
+	case *kmsg.ListOffsetsResponse:
+		if h.held < 0 || !info.latest {
+			return false, false
+		}
+		for i := range resp.Topics {
+			t := &resp.Topics[i]
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				if h.isTopic(t.Topic, [16]byte{}) && p.Partition == h.partition && p.ErrorCode == 0 && p.Offset > h.held {
+					p.Offset, changed = h.held, true
+				}
+			}
+		}
+	case *kmsg.FetchResponse:
+		if h.held < 0 {
+			return false, false
+		}
+		for i := range resp.Topics {
+			t := &resp.Topics[i]
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				if !h.isTopic(t.Topic, t.TopicID) || p.Partition != h.partition || p.HighWatermark <= h.held {
+					continue
+				}
+				p.HighWatermark = h.held
+				p.LastStableOffset = min(p.LastStableOffset, h.held)
+				p.RecordBatches = below(p.RecordBatches, h.held)
+				changed = true
+			}
+		}
+	}
+	return changed, false
+}
+
+// below keeps the record batches of b that end at or before end: a broker
+// serves consumers nothing above the high watermark.
+func below(b []byte, end int64) []byte {
+	var n int
+	for n+27 <= len(b) {
+		base := int64(binary.BigEndian.Uint64(b[n:]))
+		size := 12 + int(binary.BigEndian.Uint32(b[n+8:]))
+		last := base + int64(int32(binary.BigEndian.Uint32(b[n+23:])))
+		if last >= end || n+size > len(b) {
+			break
+		}
+		n += size
+	}
+	return b[:n]
+}
