@@ -43,6 +43,9 @@ type coordinator struct {
 	failing    map[string]time.Time // mirrors that could not be opened, and when to try again
 	discovered map[string]time.Time // last topic discovery per mirror
 	replay     replayBarrier
+	gateShut   bool // the gate closed for want of answers, and that was reported
+
+	rejoin chan struct{} // the gate suspended: ask the group to assign again
 }
 
 type coordMsg struct {
@@ -52,6 +55,10 @@ type coordMsg struct {
 	done     chan struct{} // closed once a revocation has stopped its runners
 	ends     *listedEnds   // the ends of newly assigned shards
 }
+
+// sessionTimeout is the instances' group session: a member not heard from
+// for that long loses its shards.
+const sessionTimeout = 10 * time.Second
 
 // Join makes the engine an instance of the mirrors recorded in the
 // destination's __mirror_state: it creates the topic if needed, reads it,
@@ -70,7 +77,7 @@ func (e *Engine) Join(ctx context.Context) error {
 		cat: store.NewCatalog(), pub: store.NewCatalog(), owned: make(map[int32]bool),
 		sent: make(map[store.PartitionRef]partition.Desired), recovered: make(map[store.TopicRef]time.Time),
 		failing: make(map[string]time.Time), discovered: make(map[string]time.Time),
-		replay: newReplayBarrier(),
+		replay: newReplayBarrier(), rejoin: make(chan struct{}, 1),
 	}
 	var err error
 	if c.wcl, err = kgo.NewClient(append(slices.Clone(base), store.WriterOpts()...)...); err != nil {
@@ -82,10 +89,19 @@ func (e *Engine) Join(ctx context.Context) error {
 		c.wcl.Close()
 		return err
 	}
+	// The member starts joining as it is created, and its first answers
+	// already count.
+	e.gate.arm(sessionTimeout)
 	if c.member, err = kgo.NewClient(append(slices.Clone(base),
 		kgo.ConsumerGroup(GroupID), kgo.ConsumeTopics(store.Topic), kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(time.Second),
+		kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(time.Second),
+		kgo.WithHooks(gateHook{g: e.gate, suspended: c.suspended}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			// The group counts this instance in again: whatever the gap
+			// before, the shards it now holds are its own.
+			if e.gate.resume() {
+				e.emit(LevelInfo, "", store.Topic, -1, "the instances' group assigned shards again: appending and writing "+store.Topic+" resume")
+			}
 			c.deliver(coordMsg{assigned: m[store.Topic]})
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.revoke(m[store.Topic]) }),
@@ -173,8 +189,15 @@ func (c *coordinator) loop(ctx context.Context) {
 			return
 		case m := <-c.in:
 			c.handle(ctx, m)
+		case <-c.rejoin:
+			// A member the group still counts gets its shards back
+			// from a rejoin; one it removed is rejoining anyway.
+			if _, suspended := c.e.gate.state(); suspended {
+				c.member.ForceRebalance()
+			}
 		case <-t.C:
 		}
+		c.reportGate()
 		c.reconcile(ctx)
 	}
 }

@@ -49,6 +49,11 @@ func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, e
 // issueAs sends b with writer identity w; txnID is set for a mirrored
 // transaction's data (the broker checks it against the producer id).
 func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b []byte, base int64, count int32, epoch int32, maxTs int64) (inflight, error) {
+	// An instance that may have lost its shards appends nothing; its
+	// revocation ends ctx and the wait with it.
+	if err := r.m.e.gate.wait(ctx); err != nil {
+		return inflight{}, fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
+	}
 	batch.Transform(b, w)
 	conn, err := r.m.e.conns.get(ctx, r.dst.leader)
 	if err != nil {
