@@ -61,7 +61,9 @@ func (r *runner) takeCheckpoint() bool {
 // waiting for the write. A failed write is reported and retried at the
 // next request.
 func (r *runner) checkpoint() {
-	if r.persist == nil || !r.stats.checkpointDue() {
+	// An instance that may have lost its shards writes no record: it
+	// would contradict the new owner's.
+	if r.persist == nil || !r.stats.checkpointDue() || !r.m.e.gate.allowed() {
 		return
 	}
 	rec := r.record(r.st)
@@ -80,7 +82,7 @@ const finalCheckpointTimeout = 5 * time.Second
 // since its last record, and waits for the write (bounded): the next owner
 // starts from it.
 func (r *runner) finalCheckpoint() {
-	if r.persist == nil || !r.stats.checkpointDue() {
+	if r.persist == nil || !r.stats.checkpointDue() || !r.m.e.gate.allowed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)

@@ -26,6 +26,9 @@ type cluster struct {
 	// leaders are the partition leaders offsets are listed with
 	// (listOffsets); nil in a cluster value made for one admin command.
 	leaders *metaCache
+	// gate holds back fencing while the instance may have lost its shards
+	// (see ownerGate); nil for a cluster kmirror does not write to.
+	gate *ownerGate
 }
 
 // newCluster connects to a cluster. opts carry security settings.
@@ -239,6 +242,11 @@ const (
 // code of the answer is returned as the error.
 func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs int32, coord *int32) (*kmsg.InitProducerIDResponse, error) {
 	for attempt := 0; ; attempt++ {
+		// An epoch bump by an instance the group replaced would fence
+		// the new owner's writer.
+		if err := c.gate.wait(ctx); err != nil {
+			return nil, fmt.Errorf("init producer id %s: %w", txnID, err)
+		}
 		known := *coord >= 0
 		resp, err := c.tryInitProducerID(ctx, txnID, timeoutMs, coord)
 		if err == nil || attempt == initPIDRetries || !coordinatorRetriable(err) {

@@ -44,6 +44,10 @@ type coordinator struct {
 	recovered  map[store.TopicRef]time.Time
 	failing    map[string]time.Time // mirrors that could not be opened, and when to try again
 	discovered map[string]time.Time // last topic discovery per mirror
+	replay     replayBarrier
+	gateShut   bool // the gate closed for want of answers, and that was reported
+
+	rejoin chan struct{} // the gate suspended: ask the group to assign again
 }
 
 type coordMsg struct {
@@ -51,7 +55,12 @@ type coordMsg struct {
 	assigned []int32
 	revoked  []int32
 	done     chan struct{} // closed once a revocation has stopped its runners
+	ends     *listedEnds   // the ends of newly assigned shards
 }
+
+// sessionTimeout is the instances' group session: a member not heard from
+// for that long loses its shards.
+const sessionTimeout = 10 * time.Second
 
 // Join makes the engine an instance of the mirrors recorded in the
 // destination's __mirror_state: it creates the topic if needed, reads it,
@@ -70,6 +79,7 @@ func (e *Engine) Join(ctx context.Context) error {
 		cat: store.NewCatalog(), pub: store.NewCatalog(), owned: make(map[int32]bool),
 		sent: make(map[store.PartitionRef]partition.Desired), recovered: make(map[store.TopicRef]time.Time),
 		failing: make(map[string]time.Time), discovered: make(map[string]time.Time),
+		replay: newReplayBarrier(), rejoin: make(chan struct{}, 1),
 	}
 	var err error
 	if c.wcl, err = kgo.NewClient(append(slices.Clone(base), store.WriterOpts()...)...); err != nil {
@@ -82,10 +92,19 @@ func (e *Engine) Join(ctx context.Context) error {
 		c.wcl.Close()
 		return err
 	}
+	// The member starts joining as it is created, and its first answers
+	// already count.
+	e.gate.arm(sessionTimeout)
 	if c.member, err = kgo.NewClient(append(slices.Clone(base),
 		kgo.ConsumerGroup(GroupID), kgo.ConsumeTopics(store.Topic), kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(time.Second),
+		kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(time.Second),
+		kgo.WithHooks(gateHook{g: e.gate, suspended: c.suspended}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			// The group counts this instance in again: whatever the gap
+			// before, the shards it now holds are its own.
+			if e.gate.resume() {
+				e.emit(LevelInfo, "", store.Topic, -1, "the instances' group assigned shards again: appending and writing "+store.Topic+" resume")
+			}
 			c.deliver(coordMsg{assigned: m[store.Topic]})
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.revoke(m[store.Topic]) }),
@@ -123,7 +142,17 @@ func (c *coordinator) revoke(shards []int32) {
 		case <-c.e.ctx.Done():
 		}
 	}
+	// A state write a stopped runner gave up on may still be on its way:
+	// let it land (or fail) before the next owner lists the shard's end,
+	// or that owner would start from the record before it.
+	ctx, cancel := context.WithTimeout(c.e.ctx, revokeFlushTimeout)
+	_ = c.wcl.Flush(ctx)
+	cancel()
 }
+
+// revokeFlushTimeout bounds how long a revocation waits for the state
+// writes in flight; the group waits for the revocation.
+const revokeFlushTimeout = 5 * time.Second
 
 // read polls a client; the reader's records go to the loop, the group
 // member's are only polled so its membership progresses.
@@ -163,15 +192,24 @@ func (c *coordinator) loop(ctx context.Context) {
 			return
 		case m := <-c.in:
 			c.handle(ctx, m)
+		case <-c.rejoin:
+			// A member the group still counts gets its shards back
+			// from a rejoin; one it removed is rejoining anyway.
+			if _, suspended := c.e.gate.state(); suspended {
+				c.member.ForceRebalance()
+			}
 		case <-t.C:
 		}
+		c.reportGate()
 		c.reconcile(ctx)
 	}
 }
 
 func (c *coordinator) handle(ctx context.Context, m coordMsg) {
 	changed := false
+	now := c.e.now()
 	for _, r := range m.records {
+		c.replay.read(r.Partition, r.Offset, now)
 		if _, ok, err := c.cat.Apply(r.Key, r.Value); err != nil {
 			c.e.emit(LevelError, "", store.Topic, r.Partition, fmt.Sprintf("skipped record %q at offset %d: %v", r.Key, r.Offset, err))
 		} else if ok {
@@ -184,11 +222,25 @@ func (c *coordinator) handle(ctx context.Context, m coordMsg) {
 		c.pub = cp
 		c.mu.Unlock()
 	}
+	// An assigned shard is owned once replayed (promote), up to the end
+	// it has now: its previous owner stopped writing it before the group
+	// handed it over.
+	var fresh []int32
 	for _, s := range m.assigned {
-		c.owned[s] = true
+		if !c.owned[s] {
+			fresh = append(fresh, s)
+		}
+	}
+	if len(fresh) > 0 {
+		gen := c.replay.assign(fresh, now)
+		c.e.wg.Go(func() { c.listEnds(ctx, gen, fresh) })
+	}
+	if m.ends != nil {
+		c.replay.listed(*m.ends, now)
 	}
 	for _, s := range m.revoked {
 		delete(c.owned, s)
+		c.replay.revoke(s)
 	}
 	if len(m.assigned) > 0 || len(m.revoked) > 0 {
 		c.e.emit(LevelInfo, "", store.Topic, -1, fmt.Sprintf("ownership: %d shards assigned, %d revoked; owning %d of %d", len(m.assigned), len(m.revoked), len(c.owned), store.Partitions))
@@ -228,6 +280,7 @@ func (c *coordinator) release(context.Context) {
 // reconcile starts runners for owned topics and delivers desired states and
 // recover requests to them.
 func (c *coordinator) reconcile(ctx context.Context) {
+	c.promote()
 	c.release(ctx)
 	c.discover(ctx)
 	refs := make([]store.TopicRef, 0, len(c.cat.Topics))

@@ -18,6 +18,9 @@ import (
 // twice. Topics with a record (a stopped one included) are never
 // rediscovered.
 func (c *coordinator) discover(ctx context.Context) {
+	if !c.e.gate.allowed() {
+		return // the group may have replaced this instance: it writes no records
+	}
 	for _, name := range c.cat.MirrorNames() {
 		if !c.owned[store.MirrorShard(name)] {
 			continue

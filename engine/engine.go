@@ -64,6 +64,9 @@ type Engine struct {
 	conns  *connPool
 	events *eventQueue
 	coord  *coordinator // nil unless the engine joined __mirror_state
+	// gate holds back appends, fencing and state writes while the
+	// instance may have lost its shards; always open unless it joined.
+	gate *ownerGate
 }
 
 // New connects to the destination cluster and returns an engine with no
@@ -101,8 +104,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now, base: cfg.Now(), dst: dst, destID: meta.clusterID,
-		mirrors: make(map[string]*mirror),
+		mirrors: make(map[string]*mirror), gate: newGate(),
 	}
+	dst.gate = e.gate
 	// One destination metadata cache, on the engine's clock, for every
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)

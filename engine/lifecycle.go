@@ -398,6 +398,11 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 	}
 	rec := r.record(st)
 	for attempt := 0; ; attempt++ {
+		// A record written by an instance the group replaced would
+		// contradict the new owner's.
+		if r.m.e.gate.wait(ctx) != nil {
+			return
+		}
 		err := r.persist.put(ctx, rec)
 		if err == nil || ctx.Err() != nil {
 			return

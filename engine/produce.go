@@ -70,6 +70,11 @@ func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b [
 // failure f is left unsent (pending nil) and the cause is returned.
 func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
 	f.pending, f.conn, f.broker = nil, nil, r.dst.leader
+	// An instance that may have lost its shards appends nothing; its
+	// revocation ends ctx and the wait with it.
+	if err := r.m.e.gate.wait(ctx); err != nil {
+		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
+	}
 	conn, err := r.m.e.conns.get(ctx, r.dst.leader)
 	if err != nil {
 		return err

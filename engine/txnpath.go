@@ -31,6 +31,11 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 		Mirror: r.m.cfg.Name, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
 		Client: r.m.e.dst.cl, Now: r.m.e.now, Logger: r.m.e.log,
 	})
+	// Restoring, like every transaction request below, bumps or ends a
+	// mapped producer: not for an instance the group may have replaced.
+	if err := r.m.e.gate.wait(ctx); err != nil {
+		return nil, err
+	}
 	if err := m.Restore(ctx, r.restoredTxns()); err != nil {
 		if err = r.forgetOwnAborts(ctx, m, err); err != nil {
 			return nil, r.txnError(err)
@@ -109,6 +114,9 @@ func (r *runner) issueTxn(ctx context.Context, h batch.Header, b []byte) (inflig
 	if err != nil {
 		return inflight{}, err
 	}
+	if err := r.m.e.gate.wait(ctx); err != nil {
+		return inflight{}, err
+	}
 	w, id, err := m.Writer(ctx, h)
 	if err != nil {
 		return inflight{}, r.txnError(err)
@@ -135,6 +143,9 @@ func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) er
 	}
 	m, err := r.mapper(ctx)
 	if err != nil {
+		return err
+	}
+	if err := r.m.e.gate.wait(ctx); err != nil {
 		return err
 	}
 	ectx, cancel := context.WithTimeout(ctx, markerTimeout)
@@ -198,6 +209,9 @@ func (r *runner) abortOpen(ctx context.Context) error {
 		if r.txm == nil {
 			return nil
 		}
+	}
+	if err := r.m.e.gate.wait(ctx); err != nil {
+		return err
 	}
 	actx, cancel := context.WithTimeout(ctx, markerTimeout)
 	defer cancel()
