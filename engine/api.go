@@ -36,6 +36,7 @@ type PartitionSnapshot struct {
 	NextRetry time.Time       // when a FAILED partition retries (zero: never)
 	Error     string          // last error, "" when healthy
 	Retryable bool
+	Cause     partition.Cause // why it is FAILED
 
 	SourceLogStart int64 // -1 when unknown
 	SourceHWM      int64 // source high watermark, -1 when unknown
@@ -73,6 +74,11 @@ type MirrorSnapshot struct {
 	// Latency is how long appended batches spent in the engine and in the
 	// destination's Produce, since the mirror started here.
 	Latency MirrorLatency
+
+	// SourceReach is whether the source answers this instance's checks.
+	// While it does not, its partitions' lag in records is unknown and
+	// their lag in time grows from the last answer.
+	SourceReach Reachability
 }
 
 // Snapshot is a consistent, immutable copy of the engine's state. The UI polls
@@ -81,6 +87,7 @@ type Snapshot struct {
 	Taken       time.Time
 	Instance    string
 	Destination ClusterInfo
+	DestReach   Reachability     // whether the destination answers the mirrors' checks
 	Mirrors     []MirrorSnapshot // sorted by name
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/wire"
 )
 
@@ -53,6 +54,8 @@ type Engine struct {
 	base   time.Time // the clock when the engine started, see sinceBase
 	dst    *cluster
 	destID string
+	// dstReach is whether the destination answers the mirrors' watchers.
+	dstReach reach
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -180,9 +183,19 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
 	defer cancel()
 	meta, err := src.metadata(cctx, []string{})
-	if err != nil {
+	var unreachable error
+	switch {
+	case err != nil && wantSourceID == "":
 		src.close()
 		return nil, fmt.Errorf("mirror %s: source cluster %s unreachable: %w", cfg.Name, strings.Join(cfg.SourceBootstrap, ","), err)
+	case err != nil:
+		// A mirror recorded in __mirror_state opens from its records
+		// alone: its partitions are known there, a stop needs only the
+		// destination, and the others fail loudly until the source
+		// answers. An instance started during an outage must be able
+		// to fail over.
+		unreachable = err
+		meta.clusterID = wantSourceID
 	}
 	id := meta.clusterID
 	if wantSourceID != "" && id != wantSourceID {
@@ -200,6 +213,10 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	src.leaders = m.srcMeta
 	if cfg.ThrottleRate > 0 {
 		m.bucket = throttle.New(cfg.ThrottleRate, e.now)
+	}
+	if unreachable != nil {
+		m.srcReach.markDown(e.now(), unreachable)
+		e.emit(LevelError, cfg.Name, "", -1, m.sourceDown().Error()+"; the mirror is opened from "+store.Topic+" alone: a stop needs only the destination")
 	}
 	e.mu.Lock()
 	e.mirrors[cfg.Name] = m
@@ -223,6 +240,7 @@ func (e *Engine) Snapshot() Snapshot {
 		Taken:       e.now(),
 		Instance:    e.cfg.Instance,
 		Destination: ClusterInfo{ID: e.destID, Bootstrap: e.cfg.Destination},
+		DestReach:   e.dstReach.state(),
 	}
 	for _, m := range ms {
 		mm := MirrorSnapshot{Name: m.cfg.Name, Source: ClusterInfo{ID: m.sourceID, Bootstrap: m.cfg.SourceBootstrap}}
@@ -236,6 +254,10 @@ func (e *Engine) Snapshot() Snapshot {
 		m.mu.Unlock()
 		mm.Meta = m.metaStatus()
 		mm.Latency = m.latency()
+		mm.SourceReach = m.srcReach.state()
+		if mm.SourceReach.Down {
+			outage(mm.Partitions, mm.SourceReach, s.Taken)
+		}
 		s.Mirrors = append(s.Mirrors, mm)
 	}
 	if c := e.coord; c != nil {

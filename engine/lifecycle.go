@@ -95,7 +95,11 @@ func (r *runner) waitEvent(ctx context.Context) {
 		r.stepInbox(ctx)
 	case <-r.retry.C:
 		r.retry = nil
-		r.step(ctx, partition.Tick{Now: r.m.e.now()})
+		tick := partition.Tick{Now: r.m.e.now(), Jitter: r.m.e.jitter()}
+		if down := r.m.sourceDown(); down != nil {
+			tick.SourceUnreachable = down.Error()
+		}
+		r.step(ctx, tick)
 	}
 }
 
@@ -381,6 +385,13 @@ func (r *runner) errorEvent(epoch int64, err error) partition.Event {
 		cause, retryable = partition.CauseSourceTopicDeleted, false
 	case errors.As(err, &om):
 		cause, retryable = partition.CauseOffsetMismatch, false
+	case errors.Is(err, ErrSourceUnreachable):
+		cause = partition.CauseSourceUnreachable
+	case (isTransient(err) || errors.As(err, &pe) && pe.Retryable) && r.m.sourceDown() != nil:
+		// Whatever failed, the source does not answer: say so, and keep
+		// retrying for as long as the outage lasts.
+		cause = partition.CauseSourceUnreachable
+		err = fmt.Errorf("%w (%v)", r.m.sourceDown(), err)
 	case errors.As(err, &pe):
 		retryable = pe.Retryable
 	case isTransient(err):

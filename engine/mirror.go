@@ -107,6 +107,7 @@ type mirror struct {
 	topics   []string            // topics with runners, sorted; guarded by mu
 	peer     peerState           // the source cluster's __mirror_state, for failback
 	groups   []GroupSnapshot     // last group offset sync; guarded by mu
+	srcReach reach               // whether the source answers the watcher
 	rebuilds rebuildLocks        // one topic rebuild at a time
 	rebuilt  map[string][16]byte // destination topic ids this mirror's rebuilds created; guarded by mu
 	bucket   *throttle.Bucket    // nil: unthrottled
@@ -413,6 +414,10 @@ func (m *mirror) watch(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckInterval*3)
 		srcEnds, err := m.src.endOffsets(sctx, topics...)
 		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.sourceChecked(rs, now, err)
 		for _, r := range rs {
 			if end, ok := srcEnds[r.topic][r.partition]; ok && err == nil {
 				r.stats.setSource(end, -1)
@@ -424,8 +429,12 @@ func (m *mirror) watch(ctx context.Context) {
 		}
 		ends, err := m.e.dst.endOffsets(ctx, topics...)
 		if err != nil {
+			if ctx.Err() == nil {
+				m.e.dstReach.failed(now, err)
+			}
 			continue
 		}
+		m.e.dstReach.ok(now)
 		for _, r := range rs {
 			end, ok := ends[r.topic][r.partition]
 			if !ok {

@@ -278,5 +278,12 @@ func (r *runner) stop(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	if r.alignedAt == 0 {
+		// This instance never aligned the partition (it took it over,
+		// or started, while the source was away): its LME is the last
+		// checkpoint, and the destination may hold appends made after
+		// it. The STOPPED record must name the real one.
+		r.settleLME(ctx)
+	}
 	return nil
 }

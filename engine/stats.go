@@ -61,8 +61,28 @@ func (s *partStats) snapshot() PartitionSnapshot {
 func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Lock()
 	s.ps.State, s.ps.PrevState, s.ps.Attempt, s.ps.NextRetry = st.State, st.PrevState, st.Attempt, st.NextRetry
-	s.ps.Error, s.ps.Retryable = st.Error, st.Retryable
+	s.ps.Error, s.ps.Retryable, s.ps.Cause = st.Error, st.Retryable, st.Cause
 	s.mu.Unlock()
+}
+
+// active reports whether the partition is doing work that needs the
+// source (aligning, fencing, mirroring, recovering).
+func (s *partStats) active() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.ps.State {
+	case partition.LogAlignment, partition.EpochFencing, partition.Mirroring, partition.ULERecovery:
+		return true
+	case partition.Unknown, partition.Pausing, partition.Paused, partition.Stopping, partition.Stopped, partition.Failed:
+	}
+	return false
+}
+
+// failedFor reports whether the partition is FAILED, retryable, for cause.
+func (s *partStats) failedFor(cause partition.Cause) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ps.State == partition.Failed && s.ps.Retryable && s.ps.Cause == cause
 }
 
 // setRetrying publishes a transient failure MIRRORING retries on its own

@@ -310,3 +310,52 @@ func splitFrom(records []byte, offset int64) ([]rawBatch, int64, error) {
 	}
 	return out, partialAt, nil
 }
+
+// settleLME moves the LME of a partition this instance never aligned up to
+// the destination's log end, over the batches appended after the last
+// checkpoint: those kmirror wrote (its writer identity, or a mirrored
+// transaction's). It needs only the destination, so a stop with the source
+// gone records the offset the destination really holds; their source epoch
+// is not known there, so the LME's epoch is then unknown (-1). A batch
+// kmirror did not write ends the walk, loudly.
+func (r *runner) settleLME(ctx context.Context) {
+	last, _, _ := r.stats.lme()
+	rt, err := r.m.destRoute(ctx, r.topic, r.partition, r.m.e.now())
+	if err == nil {
+		r.dst = rt
+	}
+	start, end, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
+	if err != nil {
+		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "stopping: the destination log end is unknown, the recorded last mirrored offset is the last checkpoint's: "+err.Error())
+		return
+	}
+	r.stats.setDestEnd(end)
+	ours := last
+	for off := max(last+1, start); off < end; {
+		before := off
+		bs, err := r.destBatches(ctx, off)
+		if err != nil || len(bs) == 0 {
+			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("stopping: could not read the destination above offset %d (%v): the recorded last mirrored offset is %d", ours, err, ours))
+			break
+		}
+		for _, d := range bs {
+			if d.h.BaseOffset >= end {
+				break
+			}
+			if !d.h.IsTransactional() && (r.writer.ProducerID <= 0 || d.h.ProducerID != r.writer.ProducerID) {
+				r.m.e.emit(LevelError, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("stopping: the destination holds records kmirror did not write after offset %d (first at offset %d, producer id %d); the recorded last mirrored offset is %d",
+					ours, d.h.BaseOffset, d.h.ProducerID, ours))
+				off = end
+				break
+			}
+			ours, off = d.h.LastOffset(), d.h.NextOffset()
+		}
+		if off == before {
+			break
+		}
+	}
+	if ours > last {
+		r.stats.verified(ours, -1, ours)
+		r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("stopping: last mirrored offset %d read from the destination (checkpoint %d)", ours, last))
+	}
+}

@@ -62,6 +62,9 @@ var (
 	descMirror     = desc("mirror_info", "One series per mirror this instance runs, naming the clusters.", labelMirror, labelSourceID, labelDestID, labelInstance)
 	descEngineTime = desc("mirror_engine_seconds", "Time from the fetch answer that brought a batch until its Produce was sent to the destination (handling, and waits for a full pipeline or the throttle).", labelMirror)
 	descProduceRTT = desc("mirror_destination_produce_seconds", "Round trip of the mirror's Produce requests to the destination.", labelMirror)
+	descSourceUp   = desc("mirror_source_up", "1 while the mirror's source cluster answers this instance's checks, 0 after checks in a row failed.", labelMirror)
+	descSourceDown = desc("mirror_source_unreachable_since_timestamp_seconds", "Unix time of the first failed check of the current source outage, 0 while the source answers.", labelMirror)
+	descDestUp     = desc("destination_up", "1 while the destination cluster answers this instance's checks, 0 after checks in a row failed.", labelInstance)
 )
 
 // latencyEvery exports every fourth bucket bound of an engine latency
@@ -97,7 +100,7 @@ func NewCollector(snapshot func() engine.Snapshot) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLagRecords, descLagSeconds, descState, descStateCode, descAttempt, descRetryable,
 		descBytesRate, descBatchRate, descBytes, descBatches, descFillers, descSourceHWM, descDestEnd, descLastOffset,
-		descOpenTxns, descGroupSync, descGroupSkip, descMirror, descEngineTime, descProduceRTT} {
+		descOpenTxns, descGroupSync, descGroupSkip, descMirror, descEngineTime, descProduceRTT, descSourceUp, descSourceDown, descDestUp} {
 		ch <- d
 	}
 }
@@ -105,11 +108,18 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect takes one snapshot and emits its values.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snapshot()
+	ch <- prometheus.MustNewConstMetric(descDestUp, prometheus.GaugeValue, boolValue(!s.DestReach.Down), s.Instance)
 	for _, m := range s.Mirrors {
 		ch <- prometheus.MustNewConstMetric(descMirror, prometheus.GaugeValue, 1, m.Name, m.Source.ID, s.Destination.ID, s.Instance)
 		if len(m.Latency.Engine.Counts) > 0 { // mirrors other instances run have none here
 			ch <- latencyMetric(descEngineTime, m.Latency.Engine, m.Name)
 			ch <- latencyMetric(descProduceRTT, m.Latency.DestinationProduce, m.Name)
+			ch <- prometheus.MustNewConstMetric(descSourceUp, prometheus.GaugeValue, boolValue(!m.SourceReach.Down), m.Name)
+			var since float64
+			if m.SourceReach.Down {
+				since = float64(m.SourceReach.DownSince.UnixNano()) / float64(time.Second)
+			}
+			ch <- prometheus.MustNewConstMetric(descSourceDown, prometheus.GaugeValue, since, m.Name)
 		}
 		for _, p := range m.Partitions {
 			// A snapshot also lists partitions other instances own, with

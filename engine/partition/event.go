@@ -26,12 +26,13 @@ const (
 	KindRestored
 	KindConfigure
 	KindProgressed
+	KindSourceReachable
 )
 
 // EventKinds lists every event kind.
 var EventKinds = []EventKind{KindStart, KindPause, KindResume, KindStop, KindRecover,
 	KindAligned, KindAlignmentDiverged, KindFenced, KindFetcherRemoved, KindStopCompleted,
-	KindError, KindTick, KindULEDetected, KindULERecovered, KindRestored, KindConfigure, KindProgressed}
+	KindError, KindTick, KindULEDetected, KindULERecovered, KindRestored, KindConfigure, KindProgressed, KindSourceReachable}
 
 // String returns the event's name as logs and rejections show it.
 func (k EventKind) String() string {
@@ -70,6 +71,8 @@ func (k EventKind) String() string {
 		return "progressed"
 	case KindConfigure:
 		return "configure"
+	case KindSourceReachable:
+		return "source-reachable"
 	}
 	return fmt.Sprintf("EventKind(%d)", int8(k))
 }
@@ -177,8 +180,20 @@ type (
 type (
 	// Tick is a timer firing at Now. A FAILED partition whose NextRetry is due
 	// retries; in every other case a tick changes nothing, so the engine may
-	// tick freely.
-	Tick struct{ Now time.Time }
+	// tick freely. SourceUnreachable is set while the engine knows the
+	// mirror's source does not answer (why, for the operator): a partition
+	// FAILED for that cause then stays FAILED and schedules its next retry
+	// (Jitter, in [0, 1), draws its delay) instead of aligning against a
+	// source that is not there.
+	Tick struct {
+		Now               time.Time
+		SourceUnreachable string
+		Jitter            float64
+	}
+	// SourceReachable: the mirror's source answers again. A partition
+	// FAILED because it did not retries at once rather than at the end of
+	// its backoff, which may have grown to minutes during the outage.
+	SourceReachable struct{}
 	// Restored: this instance has just taken ownership of the partition and
 	// replayed its status from __mirror_state. The machine bumps the state
 	// epoch (fencing the previous owner's writes) and re-enters the state:
@@ -211,6 +226,7 @@ func (ULERecovered) Kind() EventKind      { return KindULERecovered }
 func (Restored) Kind() EventKind          { return KindRestored }
 func (Configure) Kind() EventKind         { return KindConfigure }
 func (Progressed) Kind() EventKind        { return KindProgressed }
+func (SourceReachable) Kind() EventKind   { return KindSourceReachable }
 
 func (Start) isEvent()             {}
 func (Pause) isEvent()             {}
@@ -229,6 +245,7 @@ func (ULERecovered) isEvent()      {}
 func (Restored) isEvent()          {}
 func (Configure) isEvent()         {}
 func (Progressed) isEvent()        {}
+func (SourceReachable) isEvent()   {}
 
 // resultEpoch returns the epoch a result carries; ok is false for events that
 // are not results.

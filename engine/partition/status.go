@@ -100,11 +100,12 @@ const (
 	CauseSourceTopicDeleted         // source topic is gone (or was recreated with a new id)
 	CauseULE                        // unclean leader election on the source, recovery disabled
 	CauseTxnAborted                 // destination aborted a mirrored transaction by itself
+	CauseSourceUnreachable          // the mirror's source cluster does not answer; retried without end
 )
 
 // Causes lists every cause.
 var Causes = []Cause{CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch, CauseForeignWrite,
-	CauseDiverged, CauseGap, CauseSourceClusterChanged, CauseSourceTopicDeleted, CauseULE, CauseTxnAborted}
+	CauseDiverged, CauseGap, CauseSourceClusterChanged, CauseSourceTopicDeleted, CauseULE, CauseTxnAborted, CauseSourceUnreachable}
 
 // String returns the snake_case name used in records and logs.
 func (c Cause) String() string {
@@ -131,6 +132,8 @@ func (c Cause) String() string {
 		return "unclean_leader_election"
 	case CauseTxnAborted:
 		return "transaction_aborted"
+	case CauseSourceUnreachable:
+		return "source_unreachable"
 	}
 	return fmt.Sprintf("Cause(%d)", int8(c))
 }
@@ -142,7 +145,7 @@ func (c Cause) Fatal() bool {
 	case CauseForeignWrite, CauseDiverged, CauseGap, CauseSourceClusterChanged,
 		CauseSourceTopicDeleted, CauseULE, CauseTxnAborted:
 		return true
-	case CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch:
+	case CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch, CauseSourceUnreachable:
 		return false
 	}
 	return false
@@ -150,7 +153,7 @@ func (c Cause) Fatal() bool {
 
 // MarshalText encodes the cause by name.
 func (c Cause) MarshalText() ([]byte, error) {
-	if c < CauseNone || c > CauseTxnAborted {
+	if c < CauseNone || int(c) >= len(Causes) {
 		return nil, fmt.Errorf("failure cause %d out of range", int8(c))
 	}
 	return []byte(c.String()), nil

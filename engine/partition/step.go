@@ -93,6 +93,8 @@ func Apply(s Status, ev Event) (Status, []Action, error) {
 		return s, nil, nil
 	case Progressed:
 		return onProgressed(s)
+	case SourceReachable:
+		return onSourceReachable(s)
 	}
 	return s, nil, &RejectedError{State: s.State, Event: ev.Kind(), Reason: "unknown event"}
 }
@@ -333,7 +335,10 @@ func fail(s Status, msg string, cause Cause, retryable bool, now time.Time, jitt
 	if !n.Retryable {
 		return moved(from, n, SeverityError, msg+" (waits for recover)", Halt{})
 	}
-	if n.Attempt >= cfg.MaxAttempts {
+	// A source outage is retried for as long as it lasts (at the capped
+	// backoff): giving up would leave the partition for an operator to
+	// recover after the source is back, where KIP-1279 resumes by itself.
+	if n.Attempt >= cfg.MaxAttempts && cause != CauseSourceUnreachable {
 		n.Retryable = false
 		n.Error = fmt.Sprintf("retries exhausted after %d attempts: %s", n.Attempt, msg)
 		return moved(from, n, SeverityError, n.Error+" (waits for recover)", Halt{})
@@ -352,7 +357,41 @@ func onTick(s Status, ev Tick) (Status, []Action, error) {
 		if !s.Retryable || ev.Now.Before(s.NextRetry) {
 			return noop(s)
 		}
+		if s.Cause == CauseSourceUnreachable && ev.SourceUnreachable != "" && s.Desired != DesiredStop && s.Desired != DesiredPause {
+			return stillUnreachable(s, ev)
+		}
 		return retry(s, fmt.Sprintf("retry %d of %d", s.Attempt, s.Config.WithDefaults().MaxAttempts))
+	case Unknown, LogAlignment, EpochFencing, Mirroring, Pausing, Paused, Stopping, Stopped, ULERecovery:
+		return noop(s)
+	}
+	return noop(s)
+}
+
+// stillUnreachable keeps a partition FAILED for an unreachable source when
+// its retry falls due while the source still does not answer: the attempt
+// is counted and the next one scheduled, and the record says so.
+func stillUnreachable(s Status, ev Tick) (Status, []Action, error) {
+	cfg := s.Config.WithDefaults()
+	s.Attempt++
+	s.Error = ev.SourceUnreachable
+	delay := backoff.Policy{Initial: cfg.InitialBackoff, Max: cfg.MaxBackoff}.Delay(s.Attempt, ev.Jitter)
+	s.NextRetry = ev.Now.Add(delay)
+	return s, []Action{
+		Persist{Status: s},
+		Emit{Severity: SeverityWarn, Message: fmt.Sprintf("%s (retry %d in %s)", s.Error, s.Attempt, delay.Round(time.Millisecond))},
+		ScheduleRetry{At: s.NextRetry},
+	}, nil
+}
+
+// onSourceReachable retries a partition FAILED for an unreachable source at
+// once.
+func onSourceReachable(s Status) (Status, []Action, error) {
+	switch s.State {
+	case Failed:
+		if s.Cause != CauseSourceUnreachable || !s.Retryable {
+			return noop(s)
+		}
+		return retry(s, "the source answers again")
 	case Unknown, LogAlignment, EpochFencing, Mirroring, Pausing, Paused, Stopping, Stopped, ULERecovery:
 		return noop(s)
 	}

@@ -68,6 +68,8 @@ func sample(k EventKind) Event {
 		return Configure{}
 	case KindProgressed:
 		return Progressed{Epoch: epoch0}
+	case KindSourceReachable:
+		return SourceReachable{}
 	}
 	panic("no sample for " + k.String())
 }
@@ -98,38 +100,39 @@ var (
 
 // want lists, per state, the outcome of every event kind in EventKinds order:
 // Start Pause Resume Stop Recover | Aligned Diverged Fenced FetcherRemoved
-// StopCompleted Error | Tick ULEDetected ULERecovered Restored Configure Progressed.
+// StopCompleted Error | Tick ULEDetected ULERecovered Restored Configure Progressed
+// SourceReachable.
 var want = map[State][]cell{
 	Unknown: {to_(LogAlignment, StartAlignment{}), to_(Paused), rej, stopping, rej,
 		rej, rej, rej, rej, rej, rej,
-		nop, rej, rej, nop, nop, rej},
+		nop, rej, rej, nop, nop, rej, nop},
 	LogAlignment: {nop, to_(Pausing, RemoveFetcher{}), rej, stopping, rej,
 		to_(EpochFencing, StartFencing{}), to_(Failed, Halt{}), rej, rej, rej, failRetry,
-		nop, to_(ULERecovery, Halt{}, StartULERecovery{}), rej, to_(LogAlignment, StartAlignment{}), nop, rej},
+		nop, to_(ULERecovery, Halt{}, StartULERecovery{}), rej, to_(LogAlignment, StartAlignment{}), nop, rej, nop},
 	EpochFencing: {nop, to_(Pausing, RemoveFetcher{}), rej, stopping, rej,
 		rej, rej, to_(Mirroring, StartFetching{}), rej, rej, failRetry,
-		nop, rej, rej, to_(LogAlignment, StartAlignment{}), nop, rej},
+		nop, rej, rej, to_(LogAlignment, StartAlignment{}), nop, rej, nop},
 	Mirroring: {nop, to_(Pausing, RemoveFetcher{}), rej, stopping, rej,
 		rej, rej, rej, rej, rej, failRetry,
-		nop, to_(ULERecovery, Halt{}, StartULERecovery{}), rej, to_(LogAlignment, StartAlignment{}), nop, nop},
+		nop, to_(ULERecovery, Halt{}, StartULERecovery{}), rej, to_(LogAlignment, StartAlignment{}), nop, nop, nop},
 	Pausing: {rej, nop, rej, stopping, rej,
 		rej, rej, rej, to_(Paused), rej, failRetry,
-		nop, rej, rej, to_(Paused), nop, rej},
+		nop, rej, rej, to_(Paused), nop, rej, nop},
 	Paused: {to_(LogAlignment, StartAlignment{}), nop, to_(LogAlignment, StartAlignment{}), stopping, rej,
 		rej, rej, rej, rej, rej, rej,
-		nop, rej, rej, to_(Paused), nop, rej},
+		nop, rej, rej, to_(Paused), nop, rej, nop},
 	Stopping: {rej, rej, rej, nop, rej,
 		rej, rej, rej, rej, to_(Stopped), failRetry,
-		nop, rej, rej, to_(Stopping, RunStopSequence{}), nop, rej},
+		nop, rej, rej, to_(Stopping, RunStopSequence{}), nop, rej, nop},
 	Stopped: {to_(LogAlignment, StartAlignment{}), rej, rej, nop, rej,
 		rej, rej, rej, rej, rej, rej,
-		nop, rej, rej, to_(Stopped), nop, rej},
+		nop, rej, rej, to_(Stopped), nop, rej, nop},
 	Failed: {rej, to_(Paused), rej, stopping, to_(LogAlignment, StartAlignment{}),
 		rej, rej, rej, rej, rej, rej,
-		to_(LogAlignment, StartAlignment{}), rej, rej, to_(Failed, ScheduleRetry{At: t0}), nop, rej},
+		to_(LogAlignment, StartAlignment{}), rej, rej, to_(Failed, ScheduleRetry{At: t0}), nop, rej, nop},
 	ULERecovery: {nop, rej, rej, stopping, rej,
 		rej, rej, rej, rej, rej, failRetry,
-		nop, rej, to_(LogAlignment, StartAlignment{}), to_(ULERecovery, StartULERecovery{}), nop, rej},
+		nop, rej, to_(LogAlignment, StartAlignment{}), to_(ULERecovery, StartULERecovery{}), nop, rej, nop},
 }
 
 func TestStepTable(t *testing.T) {
@@ -486,4 +489,52 @@ func TestEnumStrings(t *testing.T) {
 	if AlignFresh.String() != "fresh" || SeverityWarn.String() != "WARN" {
 		t.Error("AlignMode or Severity names changed")
 	}
+}
+
+// TestSourceUnreachableRetriesWithoutEnd: a partition FAILED because its
+// source does not answer keeps its retries going past the attempt limit,
+// counts each retry that falls due while the source is still down without
+// leaving FAILED, and retries at once when the source answers again.
+func TestSourceUnreachableRetriesWithoutEnd(t *testing.T) {
+	s := base(Mirroring)
+	s.Attempt = s.Config.WithDefaults().MaxAttempts
+	s, acts, err := Apply(s, Error{Epoch: s.StateEpoch, Err: "source unreachable", Retryable: true, Cause: CauseSourceUnreachable, Now: t0, Jitter: 0.5})
+	if err != nil || s.State != Failed || !s.Retryable || s.Cause != CauseSourceUnreachable {
+		t.Fatalf("after the attempts limit: %+v %v", s, err)
+	}
+	if !hasAction[ScheduleRetry](acts) {
+		t.Fatalf("no retry scheduled: %v", acts)
+	}
+	attempt, epoch := s.Attempt, s.StateEpoch
+	s, acts, err = Apply(s, Tick{Now: s.NextRetry, SourceUnreachable: "source a:9092 unreachable since 10:00:00", Jitter: 0.5})
+	if err != nil || s.State != Failed || s.Attempt != attempt+1 || s.StateEpoch != epoch || s.Error != "source a:9092 unreachable since 10:00:00" {
+		t.Fatalf("retry while still unreachable: %+v %v", s, err)
+	}
+	if !hasAction[Persist](acts) || !hasAction[ScheduleRetry](acts) || hasAction[StartAlignment](acts) {
+		t.Fatalf("retry while still unreachable: actions %v", acts)
+	}
+	next, acts, err := Apply(s, SourceReachable{})
+	if err != nil || next.State != LogAlignment || !hasAction[StartAlignment](acts) {
+		t.Fatalf("source reachable again: %+v %v %v", next, acts, err)
+	}
+	// A stop recorded meanwhile runs at the next retry, source or not.
+	s.Desired = DesiredStop
+	next, acts, err = Apply(s, Tick{Now: s.NextRetry, SourceUnreachable: "down", Jitter: 0.5})
+	if err != nil || next.State != Stopping || !hasAction[RunStopSequence](acts) {
+		t.Fatalf("stop while unreachable: %+v %v %v", next, acts, err)
+	}
+	// Other causes ignore the source's state.
+	other := base(Failed)
+	if got, _, _ := Apply(other, SourceReachable{}); got.State != Failed {
+		t.Fatalf("a transient failure retried on SourceReachable: %s", got.State)
+	}
+}
+
+func hasAction[A Action](acts []Action) bool {
+	for _, a := range acts {
+		if _, ok := a.(A); ok {
+			return true
+		}
+	}
+	return false
 }
