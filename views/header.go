@@ -52,8 +52,22 @@ func (h *Header) lines() []string {
 		return []string{title + "  " + s.Subtle.Render("waiting for the first engine snapshot…"), "", "", ""}
 	}
 	out := []string{h.spread(title+"  "+h.mirrorNames(), h.instance()), h.clusters()}
+	out = append(out, h.outages()...)
 	out = append(out, h.counts()...)
 	return append(out, h.rates())
+}
+
+// outages is one error line per mirror whose source does not answer: the
+// one thing an operator must not miss is that the numbers below are not
+// what the source holds.
+func (h *Header) outages() []string {
+	var out []string
+	for _, o := range h.sum.Outages {
+		line := fmt.Sprintf("SOURCE UNREACHABLE %s for %s (mirror %s): lag unknown, partitions FAILED until it answers; a stop needs only the destination",
+			o.Source, duration(h.snap.Taken.Sub(o.Since)), o.Mirror)
+		out = append(out, h.skin.Err.Render(ansi.Truncate(line, max(h.width, 1), "…")))
+	}
+	return out
 }
 
 // spread puts left and right on one line, right-aligned when both fit.
@@ -165,6 +179,12 @@ func (h *Header) rates() string {
 	}
 	lag := s.Label.Render("lag ") + lagStyle.Render(groupDigits(h.sum.TotalLag)+" records")
 	rpo := s.Label.Render("RPO≈ ") + rpoStyle.Render(duration(h.sum.WorstLagTime))
+	if h.sum.LagUnknown > 0 {
+		// The source's end is not known: what is behind is at least
+		// the time since it last answered, in records unknown.
+		lag = s.Label.Render("lag ") + s.Err.Render("unknown")
+		rpo = s.Label.Render("RPO ") + s.Err.Render("≥ "+duration(h.sum.WorstLagTime))
+	}
 	where := ""
 	if h.sum.WorstLagTime > 0 {
 		where = s.Subtle.Render(" (" + h.sum.WorstAt + ")")

@@ -136,7 +136,12 @@ func (v *Mirrors) card(i int) []string {
 	if len(m.Source.Bootstrap) > 0 {
 		src += " (" + m.Source.Bootstrap[0] + ")"
 	}
-	out := []string{name + "  " + s.Label.Render("source ") + s.Source.Render(src) +
+	srcStyle := s.Source
+	if m.SourceReach.Down {
+		srcStyle = s.Err
+		src += " UNREACHABLE for " + duration(v.snap.Taken.Sub(m.SourceReach.DownSince))
+	}
+	out := []string{name + "  " + s.Label.Render("source ") + srcStyle.Render(src) +
 		s.Subtle.Render("  "+groupDigits(int64(sum.Partitions))+" partitions")}
 	line := "   "
 	for _, it := range stateItems(s, sum.Counts) {
@@ -153,8 +158,12 @@ func (v *Mirrors) card(i int) []string {
 		line += s.Subtle.Render("no partitions")
 	}
 	out = append(out, line)
-	out = append(out, "   "+s.Label.Render("lag ")+s.Text.Render(groupDigits(sum.TotalLag)+" records")+
-		"  "+s.Label.Render("RPO≈ ")+s.Text.Render(duration(sum.WorstLagTime))+
+	lag := s.Label.Render("lag ") + s.Text.Render(groupDigits(sum.TotalLag)+" records") +
+		"  " + s.Label.Render("RPO≈ ") + s.Text.Render(duration(sum.WorstLagTime))
+	if sum.LagUnknown > 0 {
+		lag = s.Label.Render("lag ") + s.Err.Render("unknown") + "  " + s.Label.Render("RPO ") + s.Err.Render("≥ "+duration(sum.WorstLagTime))
+	}
+	out = append(out, "   "+lag+
 		"  "+s.Text.Render(fmt.Sprintf("%.2f MB/s  %.0f batches/s", sum.BytesPerSec/1e6, sum.BatchesPerSec)))
 	out = append(out, "   "+s.Label.Render("synced ")+syncItem(s, "topics", m.Meta.Topics)+"  "+
 		syncItem(s, "configs", m.Meta.Configs)+"  "+syncItem(s, "ACLs", m.Meta.ACLs)+"  "+groupSyncItem(s, m.Groups))

@@ -18,6 +18,43 @@ type Summary struct {
 	WorstAt       string // "mirror/topic/partition" of the worst lag time
 	BytesPerSec   float64
 	BatchesPerSec float64
+
+	// Outages are the mirrors whose source does not answer; LagUnknown
+	// counts their partitions, whose lag in records is then unknown (the
+	// lag in time still grows). A header or card must say so in the error
+	// style, never "lag 0".
+	Outages    []Outage
+	LagUnknown int
+}
+
+// Outage is a mirror whose source cluster does not answer.
+type Outage struct {
+	Mirror string
+	Source string // the first bootstrap server, or the cluster id
+	Since  time.Time
+	Error  string
+}
+
+// addMirror counts a mirror's partitions and its source's outage.
+func (s *Summary) addMirror(m *engine.MirrorSnapshot) {
+	for j := range m.Partitions {
+		s.add(&m.Partitions[j])
+	}
+	if !m.SourceReach.Down {
+		return
+	}
+	src := m.Source.ID
+	if len(m.Source.Bootstrap) > 0 {
+		src = m.Source.Bootstrap[0]
+	}
+	s.Outages = append(s.Outages, Outage{Mirror: m.Name, Source: src, Since: m.SourceReach.DownSince, Error: m.SourceReach.Error})
+	for j := range m.Partitions {
+		switch m.Partitions[j].State {
+		case partition.Paused, partition.Pausing, partition.Stopped, partition.Stopping:
+		case partition.Unknown, partition.LogAlignment, partition.EpochFencing, partition.Mirroring, partition.Failed, partition.ULERecovery:
+			s.LagUnknown++
+		}
+	}
 }
 
 func (s *Summary) add(p *engine.PartitionSnapshot) {
@@ -38,9 +75,7 @@ func (s *Summary) add(p *engine.PartitionSnapshot) {
 // SummarizeMirror aggregates one mirror.
 func SummarizeMirror(m *engine.MirrorSnapshot) Summary {
 	var s Summary
-	for i := range m.Partitions {
-		s.add(&m.Partitions[i])
-	}
+	s.addMirror(m)
 	return s
 }
 
@@ -48,9 +83,7 @@ func SummarizeMirror(m *engine.MirrorSnapshot) Summary {
 func Summarize(snap *engine.Snapshot) Summary {
 	var s Summary
 	for i := range snap.Mirrors {
-		for j := range snap.Mirrors[i].Partitions {
-			s.add(&snap.Mirrors[i].Partitions[j])
-		}
+		s.addMirror(&snap.Mirrors[i])
 	}
 	return s
 }

@@ -1,0 +1,76 @@
+package views
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/keymap"
+	"github.com/kmirror/kmirror/tui/tuitest"
+)
+
+// outageSnapshot is the fixture with mirror a-to-b's source down for 72 s:
+// its partitions FAILED or still in the state they had, their source ends
+// unknown, their lag in time grown.
+func outageSnapshot() engine.Snapshot {
+	snap := tuitest.Snapshot()
+	m := &snap.Mirrors[0]
+	m.SourceReach = engine.Reachability{Down: true, DownSince: snap.Taken.Add(-72 * time.Second), LastOK: snap.Taken.Add(-73 * time.Second), Error: "dial tcp 10.0.0.1:9092: connect: connection refused"}
+	for i := range m.Partitions {
+		p := &m.Partitions[i]
+		p.SourceHWM, p.Lag = -1, 0
+		p.LagTime = max(p.LagTime, 73*time.Second)
+		if p.State == partition.Mirroring {
+			p.State, p.Cause, p.Retryable = partition.Failed, partition.CauseSourceUnreachable, true
+		}
+	}
+	return snap
+}
+
+// TestHeaderSaysTheSourceIsUnreachable: with a mirror's source down the
+// header carries an error line naming it and for how long, the lag in
+// records reads "unknown" and the RPO is a lower bound, all in the error
+// style; nothing says "lag 0".
+func TestHeaderSaysTheSourceIsUnreachable(t *testing.T) {
+	skin := testSkin()
+	for _, w := range []int{80, 160} {
+		h := NewHeader(skin)
+		h.SetSize(w)
+		snap := outageSnapshot()
+		h.SetSnapshot(snap, Summarize(&snap))
+		raw := h.View()
+		out := ansi.Strip(raw)
+		if strings.Contains(out, "lag 0 records") || !strings.Contains(out, "lag unknown") || !strings.Contains(out, "RPO ≥ 1m24s") {
+			t.Fatalf("header at %d columns:\n%s", w, out)
+		}
+		if !strings.Contains(raw, skin.Err.Render("unknown")) || !strings.Contains(raw, skin.Err.Render("≥ 1m24s")) {
+			t.Fatalf("lag and RPO not in the error style at %d columns", w)
+		}
+		banner := strings.Split(out, "\n")[2]
+		if !strings.HasPrefix(banner, "SOURCE UNREACHABLE") || !strings.Contains(raw, skin.Err.Render(strings.TrimRight(banner, " "))) {
+			t.Fatalf("no error banner at %d columns:\n%s", w, out)
+		}
+		t.Run(itoa(w), func(t *testing.T) { golden.RequireEqual(t, out) })
+	}
+}
+
+// TestMirrorCardSaysTheSourceIsUnreachable: the mirrors view marks the
+// mirror whose source is down and its lag, in the error style.
+func TestMirrorCardSaysTheSourceIsUnreachable(t *testing.T) {
+	skin := testSkin()
+	v := NewMirrors(skin, keymap.New(false))
+	v.SetSize(120, 30)
+	v.SetSnapshot(outageSnapshot())
+	out := ansi.Strip(v.View())
+	if !strings.Contains(out, "UNREACHABLE for 1m12s") || !strings.Contains(out, "lag unknown  RPO ≥ 1m24s") {
+		t.Fatalf("mirrors view:\n%s", out)
+	}
+	if strings.Count(out, "UNREACHABLE") != 1 {
+		t.Fatalf("only a-to-b's source is down:\n%s", out)
+	}
+}
