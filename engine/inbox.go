@@ -58,6 +58,12 @@ func (r *runner) inject(err error) {
 	r.in.mu.Lock()
 	if r.in.fault == nil {
 		r.in.fault = err
+		// MIRRORING may be blocked on what failed (a fetcher that
+		// cannot reach the source takes no more wants). Other work
+		// (alignment, a rebuild) ends by itself and is not cut short.
+		if r.in.cancelWork != nil && r.stats.state() == partition.Mirroring {
+			r.in.cancelWork()
+		}
 	}
 	r.in.mu.Unlock()
 	r.poke()

@@ -283,8 +283,12 @@ func (r *runner) workDone(ctx context.Context, interrupted bool, epoch int64, re
 	if ctx.Err() != nil {
 		return nil
 	}
-	if interrupted { // by an operator event
-		r.stepPending(ctx)
+	if interrupted { // by an operator event, or a failure found outside
+		if !r.stepPending(ctx) {
+			if err := r.takeFault(); err != nil {
+				return r.errorEvent(epoch, err)
+			}
+		}
 		return nil
 	}
 	if err != nil {
@@ -299,6 +303,11 @@ func (r *runner) workDone(ctx context.Context, interrupted bool, epoch int64, re
 // or a real fault ends it.
 func (r *runner) fetching(ctx context.Context) error {
 	for {
+		// A failure injected while the last piece of work was
+		// interrupted for it: before anything can block again.
+		if err := r.takeFault(); err != nil {
+			return err
+		}
 		err := r.interruptible(ctx, r.startMirroring)
 		for err == nil {
 			err = r.mirrorNext(ctx)

@@ -187,3 +187,66 @@ func grep(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// BenchmarkStopSourceGone measures a failover of 1,000 partitions (10
+// topics of 100) with every source broker unreachable, right after it went
+// away and once every partition is FAILED for it: from the stop command
+// until every partition is STOPPED. The goal is at most 2 s (stop-s).
+func BenchmarkStopSourceGone(b *testing.B) {
+	for _, failedFirst := range []bool{false, true} {
+		b.Run(fmt.Sprintf("failed-first=%v", failedFirst), func(b *testing.B) { benchStopSourceGone(b, failedFirst) })
+	}
+}
+
+// benchStopSourceGone stops right after the source went away, or once
+// every partition is FAILED for it (failedFirst).
+func benchStopSourceGone(b *testing.B, failedFirst bool) {
+	const topics, per = 10, 100
+	b.StopTimer()
+	for range b.N {
+		n := enginetest.NewNetwork()
+		src := enginetest.NewCluster(b, "kmirror-test-source", kfake.ListenFn(n.Listen))
+		dst := enginetest.NewCluster(b, "kmirror-test-destination")
+		var names []string
+		cl := src.Client(b, enginetest.ProducerOpts("zstd", true)...)
+		for i := range topics {
+			name := fmt.Sprintf("stop-%02d", i)
+			names = append(names, name)
+			src.CreateTopic(b, name, per, nil)
+			enginetest.Produce(b, cl, name, per, 1, "r")
+		}
+		eng, err := engine.New(context.Background(), engine.Config{Destination: dst.Addrs(), Instance: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.StartMirror(context.Background(), engine.MirrorConfig{Name: "a-to-b", SourceBootstrap: src.Addrs(), Topics: names}); err != nil {
+			b.Fatal(err)
+		}
+		states := func(want partition.State) (bool, string) {
+			got, seen := 0, map[string]int{}
+			for _, m := range eng.Snapshot().Mirrors {
+				for _, p := range m.Partitions {
+					seen[fmt.Sprintf("%s end %d", p.State, p.DestLogEnd)]++
+					if p.State == want && (want != partition.Mirroring || p.DestLogEnd == 1) {
+						got++
+					}
+				}
+			}
+			return got == topics*per, fmt.Sprintf("%d of %d partitions %s: %v", got, topics*per, want, seen)
+		}
+		enginetest.Wait(b, 2*time.Minute, func() (bool, string) { return states(partition.Mirroring) })
+		n.Down("")
+		if failedFirst {
+			enginetest.Wait(b, 2*time.Minute, func() (bool, string) { return states(partition.Failed) })
+		}
+		b.StartTimer()
+		start := time.Now()
+		if err := eng.Control(context.Background(), engine.Command{Kind: engine.CmdStop, Mirror: "a-to-b"}); err != nil {
+			b.Fatal(err)
+		}
+		enginetest.Wait(b, 2*time.Minute, func() (bool, string) { return states(partition.Stopped) })
+		b.StopTimer()
+		b.ReportMetric(time.Since(start).Seconds(), "stop-s")
+		eng.Close()
+	}
+}

@@ -65,6 +65,13 @@ func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Unlock()
 }
 
+// state returns the published state.
+func (s *partStats) state() partition.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ps.State
+}
+
 // active reports whether the partition is doing work that needs the
 // source (aligning, fencing, mirroring, recovering).
 func (s *partStats) active() bool {
