@@ -26,7 +26,7 @@ func (s *stateSink) put(ctx context.Context, rec store.PartitionRecord) error {
 }
 
 func (s *stateSink) putAsync(rec store.PartitionRecord, done func(error)) {
-	s.w.PutPartitionAsync(rec, done)
+	s.w.PutPartitionAsync(rec, stateWriteTimeout, done)
 }
 
 // Checkpoints. The last mirrored offset (LME) and its source epoch are what

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -84,7 +85,11 @@ func (w *Writer) PutPartition(ctx context.Context, r PartitionRecord) error {
 // called with the outcome from the client's goroutine. Records of one
 // partition written through one Writer, with Put or PutPartitionAsync, land
 // in the order they were handed over.
-func (w *Writer) PutPartitionAsync(r PartitionRecord, done func(error)) {
+//
+// The write is given up after timeout: a record that could never be given
+// up would hold every later write to its shard behind it (the client keeps
+// a partition's records in order), also those whose callers gave up.
+func (w *Writer) PutPartitionAsync(r PartitionRecord, timeout time.Duration, done func(error)) {
 	b, err := EncodePartition(r)
 	if err != nil {
 		done(err)
@@ -92,7 +97,9 @@ func (w *Writer) PutPartitionAsync(r PartitionRecord, done func(error)) {
 	}
 	key := PartitionKey(r.Mirror, r.Topic, r.Partition)
 	rec := &kgo.Record{Topic: Topic, Partition: key.Shard(), Key: key.Bytes(), Value: b}
-	w.cl.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	w.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		cancel()
 		if err != nil {
 			err = fmt.Errorf("write %s to %s: %w", key, Topic, err)
 		}
