@@ -70,6 +70,10 @@ type MirrorSnapshot struct {
 	// without KIP-932 share groups), "" when they are or group sync is off.
 	ShareGroupsSkipped string
 
+	// GroupSyncRounds counts the consumer- and share-group offset sync
+	// rounds run since the mirror started here.
+	GroupSyncRounds int64
+
 	// Latency is how long appended batches spent in the engine and in the
 	// destination's Produce, since the mirror started here.
 	Latency MirrorLatency

@@ -311,7 +311,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 		}
 		// A stopped topic belongs to the destination now: a source
 		// partition added after failover is not mirrored.
-		if m.takeGrown(ref.Topic) && t.Desired != partition.DesiredStop {
+		if m.takeGrown(ref.Topic) && !m.topicStopped(ref.Topic) {
 			before := len(m.runnersOf(ref.Topic))
 			c.startTopic(ctx, m, t)
 			if after := len(m.runnersOf(ref.Topic)); after > before {

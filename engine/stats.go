@@ -13,6 +13,8 @@ type partStats struct {
 	mu sync.Mutex
 	ps PartitionSnapshot
 
+	desired partition.Desired // of the last published status, for topicStopped
+
 	srcNewestTs  int64 // max timestamp of the newest source batch seen
 	lastMirrorTs int64 // max timestamp of the newest batch appended
 
@@ -62,6 +64,7 @@ func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Lock()
 	s.ps.State, s.ps.PrevState, s.ps.Attempt, s.ps.NextRetry = st.State, st.PrevState, st.Attempt, st.NextRetry
 	s.ps.Error, s.ps.Retryable = st.Error, st.Retryable
+	s.desired = st.Desired
 	s.mu.Unlock()
 }
 
