@@ -51,6 +51,11 @@ type PartitionSnapshot struct {
 	WriterEpoch  int16
 	OpenTxns     int
 
+	// SourceTopicID and DestTopicID are the topic ids on both sides
+	// (Kafka's base64 form), "" unknown.
+	SourceTopicID string
+	DestTopicID   string
+
 	BytesPerSec   float64
 	BatchesPerSec float64
 	BytesCopied   int64 // bytes appended since the partition was started here

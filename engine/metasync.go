@@ -199,7 +199,8 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 		}
 	}
 
-	topics := m.notStopped(m.liveTopics())
+	recreated := m.failRecreated(meta)
+	topics := slices.DeleteFunc(m.notStopped(m.liveTopics()), func(t string) bool { return slices.Contains(recreated, t) })
 	n, skipped, err := m.syncConfigs(ctx, topics)
 	m.recordKind(ctx, &st.status.Configs, "topic config sync", n, skipped, err)
 
@@ -210,6 +211,33 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 	st.mu.Lock()
 	st.status.Rounds++
 	st.mu.Unlock()
+}
+
+// failRecreated fails the partitions of mirrored topics whose source topic
+// now has another id than the one mirrored, and returns those topics:
+// nothing of the new source topic (configs, ACLs) is copied to the
+// destination topic of the old one.
+func (m *mirror) failRecreated(meta clusterMeta) []string {
+	var out []string
+	for _, t := range m.topicList() {
+		if !m.recreatedIn(meta, t) || m.topicStopped(t) {
+			continue
+		}
+		out = append(out, t)
+		was, now := m.sourceTopicID(t), meta.topics[t].id
+		for _, r := range m.runnersOf(t) {
+			r.inject(&PartitionError{Topic: t, Partition: r.partition, Err: recreatedError(t, was, now)})
+		}
+	}
+	return out
+}
+
+// recreatedIn reports whether the source listing shows topic with another
+// id than the one its partitions were mirrored from.
+func (m *mirror) recreatedIn(meta clusterMeta, topic string) bool {
+	tm, ok := meta.topics[topic]
+	was := m.sourceTopicID(topic)
+	return ok && tm.err == nil && tm.id != ([16]byte{}) && was != ([16]byte{}) && tm.id != was
 }
 
 func (m *mirror) recordKind(ctx context.Context, kind *MetaSyncKind, what string, synced, skipped int, err error) {
@@ -270,7 +298,7 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 		// coordinator's loop: note the grown topics for it.
 		st.mu.Lock()
 		for _, t := range mirrored {
-			if tm, ok := meta.topics[t]; ok && tm.err == nil && !slices.Contains(deleted, t) && len(tm.partitions) > len(m.runnersOf(t)) && !m.topicStopped(t) {
+			if tm, ok := meta.topics[t]; ok && tm.err == nil && !slices.Contains(deleted, t) && len(tm.partitions) > len(m.runnersOf(t)) && !m.topicStopped(t) && !m.recreatedIn(meta, t) {
 				if st.grown == nil {
 					st.grown = map[string]bool{}
 				}
@@ -287,8 +315,8 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 	starting := slices.ContainsFunc(m.cfg.Topics, func(t string) bool { return !slices.Contains(mirrored, t) })
 	for _, t := range mirrored {
 		tm, ok := meta.topics[t]
-		if !ok || starting || slices.Contains(deleted, t) || len(tm.partitions) <= len(m.runnersOf(t)) || m.topicStopped(t) {
-			continue // a failed-over topic does not grow with its old source
+		if !ok || starting || slices.Contains(deleted, t) || len(tm.partitions) <= len(m.runnersOf(t)) || m.topicStopped(t) || m.recreatedIn(meta, t) {
+			continue // a failed-over topic does not grow with its old source, nor one with a new source topic
 		}
 		// addTopic grows the destination topic (ensureTopics) and starts
 		// runners only for the partitions that have none.

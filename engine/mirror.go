@@ -110,7 +110,10 @@ type mirror struct {
 	groups   []GroupSnapshot     // last group offset sync; guarded by mu
 	rebuilds rebuildLocks        // one topic rebuild at a time
 	rebuilt  map[string][16]byte // destination topic ids this mirror's rebuilds created; guarded by mu
-	bucket   *throttle.Bucket    // nil: unthrottled
+	// srcTopicIDs are the source topic ids the topics were mirrored
+	// from (recorded in the partition records); guarded by mu.
+	srcTopicIDs map[string][16]byte
+	bucket      *throttle.Bucket // nil: unthrottled
 
 	shareSkip   string // why share groups were not synced, "" if they were; guarded by mu
 	groupRounds int64  // group offset sync rounds run since the mirror started here; guarded by mu
@@ -315,6 +318,11 @@ func (m *mirror) sourcePartitions(ctx context.Context, topic string) ([]int32, e
 	// the failover: checked right before the writes.
 	if m.topicStopped(topic) {
 		return nil, errTopicStopped
+	}
+	// Nor is the destination topic of a source topic since recreated
+	// shaped after the new one.
+	if m.recreatedIn(meta, topic) {
+		return nil, &PartitionError{Topic: topic, Partition: -1, Err: recreatedError(topic, m.sourceTopicID(topic), tm.id)}
 	}
 	if err := m.e.ensureTopics(ctx, m.src, meta, []string{topic}); err != nil {
 		return nil, fmt.Errorf("mirror %s: %w", m.cfg.Name, err)

@@ -46,6 +46,11 @@ func (r *runner) rebuild(ctx context.Context) error {
 	if err == nil {
 		return nil // another partition's rebuild already recreated the topic
 	}
+	if errors.Is(err, ErrSourceTopicRecreated) {
+		// The destination topic holds the only copy of the old source
+		// topic's records: it is never deleted for a namesake.
+		return fmt.Errorf("rebuild of %s refused: %w", r.topic, err)
+	}
 	if !errors.Is(err, ErrDiverged) {
 		return err
 	}

@@ -60,6 +60,13 @@ func (s *partStats) snapshot() PartitionSnapshot {
 }
 
 // setStatus publishes the state machine's status.
+// setTopicIDs publishes the topic ids alignment found on both sides.
+func (s *partStats) setTopicIDs(src, dst string) {
+	s.mu.Lock()
+	s.ps.SourceTopicID, s.ps.DestTopicID = src, dst
+	s.mu.Unlock()
+}
+
 func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Lock()
 	s.ps.State, s.ps.PrevState, s.ps.Attempt, s.ps.NextRetry = st.State, st.PrevState, st.Attempt, st.NextRetry

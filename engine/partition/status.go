@@ -97,14 +97,16 @@ const (
 	CauseDiverged                   // destination and source logs disagree
 	CauseGap                        // offset gap with mirror.gap.policy=fail
 	CauseSourceClusterChanged       // source cluster id differs from the one recorded at create
-	CauseSourceTopicDeleted         // source topic is gone (or was recreated with a new id)
+	CauseSourceTopicDeleted         // source topic is gone
 	CauseULE                        // unclean leader election on the source, recovery disabled
 	CauseTxnAborted                 // destination aborted a mirrored transaction by itself
+	CauseSourceTopicRecreated       // source topic has another topic id than the one mirrored
 )
 
 // Causes lists every cause.
 var Causes = []Cause{CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch, CauseForeignWrite,
-	CauseDiverged, CauseGap, CauseSourceClusterChanged, CauseSourceTopicDeleted, CauseULE, CauseTxnAborted}
+	CauseDiverged, CauseGap, CauseSourceClusterChanged, CauseSourceTopicDeleted, CauseULE, CauseTxnAborted,
+	CauseSourceTopicRecreated}
 
 // String returns the snake_case name used in records and logs.
 func (c Cause) String() string {
@@ -131,6 +133,8 @@ func (c Cause) String() string {
 		return "unclean_leader_election"
 	case CauseTxnAborted:
 		return "transaction_aborted"
+	case CauseSourceTopicRecreated:
+		return "source_topic_recreated"
 	}
 	return fmt.Sprintf("Cause(%d)", int8(c))
 }
@@ -140,7 +144,7 @@ func (c Cause) String() string {
 func (c Cause) Fatal() bool {
 	switch c {
 	case CauseForeignWrite, CauseDiverged, CauseGap, CauseSourceClusterChanged,
-		CauseSourceTopicDeleted, CauseULE, CauseTxnAborted:
+		CauseSourceTopicDeleted, CauseULE, CauseTxnAborted, CauseSourceTopicRecreated:
 		return true
 	case CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch:
 		return false
@@ -150,7 +154,7 @@ func (c Cause) Fatal() bool {
 
 // MarshalText encodes the cause by name.
 func (c Cause) MarshalText() ([]byte, error) {
-	if c < CauseNone || c > CauseTxnAborted {
+	if c < CauseNone || c > CauseSourceTopicRecreated {
 		return nil, fmt.Errorf("failure cause %d out of range", int8(c))
 	}
 	return []byte(c.String()), nil
