@@ -497,6 +497,12 @@ func (e *Engine) ensureTopics(ctx context.Context, src *cluster, meta clusterMet
 	if err != nil {
 		return fmt.Errorf("describe source topic configs: %w", err)
 	}
+	return e.ensureTopicsWith(ctx, srcCfgs, meta, topics)
+}
+
+// ensureTopicsWith is ensureTopics with the source's answers already in
+// hand (a rebuild fetches them before it deletes anything).
+func (e *Engine) ensureTopicsWith(ctx context.Context, srcCfgs kadm.ResourceConfigs, meta clusterMeta, topics []string) error {
 	dstMeta, err := e.dst.metadata(ctx, topics)
 	if err != nil {
 		return err
