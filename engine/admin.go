@@ -379,18 +379,20 @@ func SetDesired(ctx context.Context, w *store.Writer, cat *store.Catalog, cmd Co
 
 // DescribeRow is one partition of --describe.
 type DescribeRow struct {
-	Mirror            string `json:"mirror"`
-	Topic             string `json:"topic"`
-	Partition         int32  `json:"partition"`
-	SourceOffset      int64  `json:"sourceOffset"`      // source high watermark, -1 unknown
-	DestinationOffset int64  `json:"destinationOffset"` // destination log end, -1 unknown
-	Lag               int64  `json:"lag"`
-	State             string `json:"state"`
-	RetryAttempt      int    `json:"retryAttempt"`
-	ErrorMessage      string `json:"errorMessage"`
-	LastMirrorOffset  int64  `json:"lastMirrorOffset"`
-	LastMirrorEpoch   int32  `json:"lastMirrorEpoch"`
-	Owner             string `json:"owner,omitempty"`
+	Mirror             string `json:"mirror"`
+	Topic              string `json:"topic"`
+	Partition          int32  `json:"partition"`
+	SourceOffset       int64  `json:"sourceOffset"`      // source high watermark, -1 unknown
+	DestinationOffset  int64  `json:"destinationOffset"` // destination log end, -1 unknown
+	Lag                int64  `json:"lag"`
+	State              string `json:"state"`
+	RetryAttempt       int    `json:"retryAttempt"`
+	ErrorMessage       string `json:"errorMessage"`
+	LastMirrorOffset   int64  `json:"lastMirrorOffset"`
+	LastMirrorEpoch    int32  `json:"lastMirrorEpoch"`
+	Owner              string `json:"owner,omitempty"`
+	SourceTopicID      string `json:"sourceTopicId,omitempty"`      // as recorded by the owner, "" unknown
+	DestinationTopicID string `json:"destinationTopicId,omitempty"` // as recorded by the owner, "" unknown
 }
 
 // Describe returns every partition of the mirror (all mirrors when name is
@@ -467,6 +469,7 @@ func describeRow(mirror, topic string, p int32, r *store.PartitionRecord, srcEnd
 	if r != nil {
 		row.State, row.RetryAttempt, row.ErrorMessage = r.State.String(), r.Attempt, r.Error
 		row.LastMirrorOffset, row.LastMirrorEpoch, row.Owner = r.LastOffset, r.LastEpoch, r.Owner
+		row.SourceTopicID, row.DestinationTopicID = r.SourceTopicID, r.DestTopicID
 	}
 	return row
 }

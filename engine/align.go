@@ -22,9 +22,13 @@ func (r *runner) align(ctx context.Context) error {
 		return err
 	}
 	r.src, r.dst = src, dst
+	r.stats.setTopicIDs(topicIDString(src.topicID), topicIDString(dst.topicID))
 	if id := r.m.srcMeta.clusterID(); id != r.m.sourceID {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: the source bootstrap %s now reaches cluster %s, but mirror %s was created against cluster %s",
 			ErrSourceClusterChanged, strings.Join(r.m.cfg.SourceBootstrap, ","), id, r.m.cfg.Name, r.m.sourceID)}
+	}
+	if err := r.m.checkSourceTopicID(r.topic, r.partition, src.topicID); err != nil {
+		return err
 	}
 	srcStart, srcEnd, err := r.m.src.offsets(ctx, r.topic, r.partition)
 	if err != nil {

@@ -52,6 +52,11 @@ type PartitionSnapshot struct {
 	WriterEpoch  int16
 	OpenTxns     int
 
+	// SourceTopicID and DestTopicID are the topic ids on both sides
+	// (Kafka's base64 form), "" unknown.
+	SourceTopicID string
+	DestTopicID   string
+
 	BytesPerSec   float64
 	BatchesPerSec float64
 	BytesCopied   int64 // bytes appended since the partition was started here
@@ -70,6 +75,10 @@ type MirrorSnapshot struct {
 	// ShareGroupsSkipped says why share groups are not synced (a cluster
 	// without KIP-932 share groups), "" when they are or group sync is off.
 	ShareGroupsSkipped string
+
+	// GroupSyncRounds counts the consumer- and share-group offset sync
+	// rounds run since the mirror started here.
+	GroupSyncRounds int64
 
 	// Latency is how long appended batches spent in the engine and in the
 	// destination's Produce, since the mirror started here.

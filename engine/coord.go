@@ -311,7 +311,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 		}
 		// A stopped topic belongs to the destination now: a source
 		// partition added after failover is not mirrored.
-		if m.takeGrown(ref.Topic) && t.Desired != partition.DesiredStop {
+		if m.takeGrown(ref.Topic) && !m.topicStopped(ref.Topic) {
 			before := len(m.runnersOf(ref.Topic))
 			c.startTopic(ctx, m, t)
 			if after := len(m.runnersOf(ref.Topic)); after > before {
@@ -379,6 +379,7 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 	var known []int32
 	for _, r := range recs {
 		known = append(known, r.Partition)
+		m.restoreSourceTopicID(t.Topic, r.SourceTopicID)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -499,6 +500,7 @@ func (c *coordinator) addRemote(s *Snapshot) {
 				Error: errText, Retryable: r.Retryable,
 				SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1, SourceEpoch: -1, SourceLeader: -1,
 				LastOffset: r.LastOffset, LastEpoch: r.LastEpoch, WriterEpoch: r.WriterEpoch,
+				SourceTopicID: r.SourceTopicID, DestTopicID: r.DestTopicID,
 			})
 		}
 		slices.SortFunc(s.Mirrors[i].Partitions, func(a, b PartitionSnapshot) int {

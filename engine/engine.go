@@ -251,6 +251,7 @@ func (e *Engine) Snapshot() Snapshot {
 		}
 		m.mu.Lock()
 		mm.Groups, mm.ShareGroupsSkipped = slices.Clone(m.groups), m.shareSkip
+		mm.GroupSyncRounds = m.groupRounds
 		m.mu.Unlock()
 		mm.Meta = m.metaStatus()
 		mm.Latency = m.latency()

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-
-	"github.com/kmirror/kmirror/engine/partition"
 )
 
 // GroupPartition is one partition of a synced group: committed offsets of a
@@ -79,25 +77,17 @@ func (m *mirror) syncGroups(ctx context.Context) {
 		if err := m.syncShareGroupsOnce(ctx, topics); err != nil && ctx.Err() == nil {
 			m.e.emit(LevelWarn, m.cfg.Name, "", -1, "share-group offset sync: "+err.Error())
 		}
+		m.mu.Lock()
+		m.groupRounds++
+		m.mu.Unlock()
 	}
 }
 
 // syncedTopics are the topics whose group offsets are synced: mirrored and
-// with no partition stopping or stopped. After a failover the destination's
-// own consumers own those offsets.
+// not stopped (topicStopped). After a failover the destination's own
+// consumers own those offsets.
 func (m *mirror) syncedTopics() []string {
-	var out, stopped []string
-	for _, r := range m.runners() {
-		switch r.stats.snapshot().State {
-		case partition.Stopping, partition.Stopped:
-			stopped = append(stopped, r.topic)
-		default:
-			out = append(out, r.topic)
-		}
-	}
-	out = slices.DeleteFunc(out, func(t string) bool { return slices.Contains(stopped, t) })
-	slices.Sort(out)
-	return slices.Compact(out)
+	return m.notStopped(m.topicList())
 }
 
 func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
@@ -162,6 +152,17 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 			gs.Partitions = append(gs.Partitions, GroupPartition{Topic: o.Topic, Partition: o.Partition, Source: o.At, Destination: at})
 		})
 		if len(gs.Partitions) == 0 {
+			gs.SkipReason = "no committed offsets on mirrored topics"
+			out = append(out, gs)
+			continue
+		}
+		// A stop may have landed since the round listed the topics.
+		for topic := range commit {
+			if m.topicStopped(topic) {
+				delete(commit, topic)
+			}
+		}
+		if len(commit) == 0 {
 			gs.SkipReason = "no committed offsets on mirrored topics"
 			out = append(out, gs)
 			continue

@@ -23,6 +23,7 @@ type inbox struct {
 	hasResult  bool               //
 	exited     bool               // run has returned: events are dropped
 	checkpoint bool               // the mirror asks for the last mirrored offset to be written
+	stopQueued bool               // a stop was handed over and no start since (topicStopped)
 	cancelWork context.CancelFunc // interrupts the work in progress for a command
 	wake       chan struct{}      // capacity 1
 }
@@ -40,6 +41,7 @@ func (r *runner) poke() {
 // event sent after the runner has exited is dropped.
 func (r *runner) send(ev partition.Event) {
 	r.in.mu.Lock()
+	r.in.noteCommand(ev)
 	if !r.in.exited {
 		r.in.events = append(r.in.events, ev)
 		if r.in.cancelWork != nil {

@@ -392,6 +392,8 @@ func (r *runner) errorEvent(epoch int64, err error) partition.Event {
 		cause, retryable = partition.CauseTxnAborted, false
 	case errors.Is(err, ErrSourceTopicDeleted):
 		cause, retryable = partition.CauseSourceTopicDeleted, false
+	case errors.Is(err, ErrSourceTopicRecreated):
+		cause, retryable = partition.CauseSourceTopicRecreated, false
 	case errors.As(err, &om):
 		cause, retryable = partition.CauseOffsetMismatch, false
 	case errors.Is(err, ErrSourceUnreachable):
@@ -456,6 +458,8 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 		}
 	}
+	rec.SourceTopicID = topicIDString(r.m.sourceTopicID(r.topic))
+	rec.DestTopicID = topicIDString(r.dst.topicID)
 	rec.Owner = r.m.e.cfg.Instance
 	rec.UpdatedAt = r.m.e.now()
 	return rec

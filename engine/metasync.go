@@ -88,6 +88,7 @@ type MetaSyncStatus struct {
 	Configs MetaSyncKind // Synced: config entries set or removed; Skipped: excluded entries
 	ACLs    MetaSyncKind // Synced: ACLs created; Skipped: source ACLs not matching the rules
 	Deleted []string     // mirrored topics deleted on the source, sorted
+	Rounds  int64        // metadata sync rounds run to their end since the mirror started here
 }
 
 // metaState holds what the metaSync goroutine learned, for readers.
@@ -189,13 +190,17 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 	n, err := m.syncTopics(ctx, meta)
 	m.recordKind(ctx, &st.status.Topics, "topic sync", n, 0, err)
 	for _, t := range m.deletedTopics() {
+		if m.topicStopped(t) {
+			continue // failed over: what became of the source topic no longer matters
+		}
 		for _, r := range m.runnersOf(t) {
 			r.inject(&PartitionError{Topic: t, Partition: r.partition,
 				Err: fmt.Errorf("%w: %s no longer exists on the source cluster %s; its partitions cannot be mirrored any more", ErrSourceTopicDeleted, t, m.sourceID)})
 		}
 	}
 
-	topics := m.liveTopics()
+	recreated := m.failRecreated(meta)
+	topics := slices.DeleteFunc(m.notStopped(m.liveTopics()), func(t string) bool { return slices.Contains(recreated, t) })
 	n, skipped, err := m.syncConfigs(ctx, topics)
 	m.recordKind(ctx, &st.status.Configs, "topic config sync", n, skipped, err)
 
@@ -203,6 +208,36 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 		n, skipped, err := m.syncACLs(ctx, topics)
 		m.recordKind(ctx, &st.status.ACLs, "ACL sync", n, skipped, err)
 	}
+	st.mu.Lock()
+	st.status.Rounds++
+	st.mu.Unlock()
+}
+
+// failRecreated fails the partitions of mirrored topics whose source topic
+// now has another id than the one mirrored, and returns those topics:
+// nothing of the new source topic (configs, ACLs) is copied to the
+// destination topic of the old one.
+func (m *mirror) failRecreated(meta clusterMeta) []string {
+	var out []string
+	for _, t := range m.topicList() {
+		if !m.recreatedIn(meta, t) || m.topicStopped(t) {
+			continue
+		}
+		out = append(out, t)
+		was, now := m.sourceTopicID(t), meta.topics[t].id
+		for _, r := range m.runnersOf(t) {
+			r.inject(&PartitionError{Topic: t, Partition: r.partition, Err: recreatedError(t, was, now)})
+		}
+	}
+	return out
+}
+
+// recreatedIn reports whether the source listing shows topic with another
+// id than the one its partitions were mirrored from.
+func (m *mirror) recreatedIn(meta clusterMeta, topic string) bool {
+	tm, ok := meta.topics[topic]
+	was := m.sourceTopicID(topic)
+	return ok && tm.err == nil && tm.id != ([16]byte{}) && was != ([16]byte{}) && tm.id != was
 }
 
 func (m *mirror) recordKind(ctx context.Context, kind *MetaSyncKind, what string, synced, skipped int, err error) {
@@ -242,7 +277,8 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 	var errs []error
 	mirrored := m.topicList()
 	for _, t := range mirrored {
-		if !m.sourceTopicGone(ctx, meta, t) {
+		// A failed-over topic is left alone whatever the source does.
+		if m.topicStopped(t) || !m.sourceTopicGone(ctx, meta, t) {
 			continue
 		}
 		st.mu.Lock()
@@ -262,7 +298,7 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 		// coordinator's loop: note the grown topics for it.
 		st.mu.Lock()
 		for _, t := range mirrored {
-			if tm, ok := meta.topics[t]; ok && tm.err == nil && !slices.Contains(deleted, t) && len(tm.partitions) > len(m.runnersOf(t)) {
+			if tm, ok := meta.topics[t]; ok && tm.err == nil && !slices.Contains(deleted, t) && len(tm.partitions) > len(m.runnersOf(t)) && !m.topicStopped(t) && !m.recreatedIn(meta, t) {
 				if st.grown == nil {
 					st.grown = map[string]bool{}
 				}
@@ -279,8 +315,8 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 	starting := slices.ContainsFunc(m.cfg.Topics, func(t string) bool { return !slices.Contains(mirrored, t) })
 	for _, t := range mirrored {
 		tm, ok := meta.topics[t]
-		if !ok || starting || slices.Contains(deleted, t) || len(tm.partitions) <= len(m.runnersOf(t)) {
-			continue
+		if !ok || starting || slices.Contains(deleted, t) || len(tm.partitions) <= len(m.runnersOf(t)) || m.topicStopped(t) || m.recreatedIn(meta, t) {
+			continue // a failed-over topic does not grow with its old source, nor one with a new source topic
 		}
 		// addTopic grows the destination topic (ensureTopics) and starts
 		// runners only for the partitions that have none.

@@ -113,6 +113,29 @@ func (c *metaSyncConfig) wantACL(a aclEntry, mirrored []string) bool {
 	return slices.ContainsFunc(c.acls, func(r aclRule) bool { return r.matches(a) })
 }
 
+// aclCoversStopped reports whether a topic ACL applies to a topic of this
+// mirror that is failed over: a literal ACL naming it, a prefixed one whose
+// prefix it starts with, or the literal wildcard. After a failover the
+// destination's operators own that topic's access, and an ACL created by a
+// later sync would grant the old source's principals access to it.
+func (m *mirror) aclCoversStopped(a aclEntry) bool {
+	if a.resourceType != kmsg.ACLResourceTypeTopic {
+		return false
+	}
+	return slices.ContainsFunc(m.topicList(), func(t string) bool {
+		var covers bool
+		switch a.pattern {
+		case kmsg.ACLResourcePatternTypeLiteral:
+			covers = a.name == t || a.name == "*"
+		case kmsg.ACLResourcePatternTypePrefixed:
+			covers = strings.HasPrefix(t, a.name)
+		default:
+			covers = false
+		}
+		return covers && m.topicStopped(t)
+	})
+}
+
 // describeACLs lists every ACL of a cluster.
 func (c *cluster) describeACLs(ctx context.Context) ([]aclEntry, error) {
 	req := kmsg.NewPtrDescribeACLsRequest()
@@ -169,6 +192,15 @@ func (m *mirror) syncACLs(ctx context.Context, mirrored []string) (created, skip
 			missing = append(missing, a)
 		}
 	}
+	// Checked right before the write: a stop may have landed since the
+	// round listed the mirrored topics.
+	missing = slices.DeleteFunc(missing, func(a aclEntry) bool {
+		if m.aclCoversStopped(a) {
+			skipped++
+			return true
+		}
+		return false
+	})
 	if len(missing) == 0 {
 		return 0, skipped, cfg.aclErr
 	}

@@ -117,7 +117,8 @@ func (m *mirror) syncConfigs(ctx context.Context, topics []string) (changed, ski
 		}
 		ops, n := m.cfg.MetaSync.configOps(topicOverrides(src), topicOverrides(dst))
 		skipped += n
-		if len(ops) == 0 {
+		// A stop may have landed since the round started.
+		if len(ops) == 0 || m.topicStopped(t) {
 			continue
 		}
 		resp, err := m.e.dst.adm.AlterTopicConfigs(ctx, ops, t)

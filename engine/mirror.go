@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -110,9 +111,13 @@ type mirror struct {
 	srcReach reach               // whether the source answers the watcher
 	rebuilds rebuildLocks        // one topic rebuild at a time
 	rebuilt  map[string][16]byte // destination topic ids this mirror's rebuilds created; guarded by mu
-	bucket   *throttle.Bucket    // nil: unthrottled
+	// srcTopicIDs are the source topic ids the topics were mirrored
+	// from (recorded in the partition records); guarded by mu.
+	srcTopicIDs map[string][16]byte
+	bucket      *throttle.Bucket // nil: unthrottled
 
-	shareSkip string // why share groups were not synced, "" if they were; guarded by mu
+	shareSkip   string // why share groups were not synced, "" if they were; guarded by mu
+	groupRounds int64  // group offset sync rounds run since the mirror started here; guarded by mu
 
 	// topicCtx holds the runners of each topic, with the context that
 	// ends them (removeTopic). One context per topic rather than per
@@ -227,6 +232,12 @@ type partitionSetup func(p int32) runnerInit
 // runners start for those: stopping needs only the destination.
 func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetup, persist *stateSink, known []int32) error {
 	parts, err := m.sourcePartitions(ctx, topic)
+	if err != nil && (errors.Is(err, errTopicStopped) || m.topicStopped(topic)) {
+		// A failed-over topic is the destination's: its runners only
+		// hold STOPPED, for the partitions the destination has, whatever
+		// became of the source topic.
+		parts, err = m.destPartitions(ctx, topic)
+	}
 	if err != nil {
 		if len(known) == 0 {
 			return err
@@ -246,6 +257,12 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		stats := newPartStats(m.cfg.Name, topic, p)
 		stats.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		r := newRunner(m, topic, p, stats, init.status)
+		// Before run publishes it, the status and the initial events
+		// already say whether the partition is (to be) stopped.
+		stats.setStatus(init.status)
+		for _, ev := range initial {
+			r.in.noteCommand(ev)
+		}
 		r.persist = persist
 		if init.writer.ProducerID > 0 {
 			r.writer = init.writer
@@ -298,8 +315,43 @@ func (m *mirror) sourcePartitions(ctx context.Context, topic string) ([]int32, e
 	if meta.clusterID != m.sourceID {
 		return nil, fmt.Errorf("mirror %s: %w: the source bootstrap reaches cluster %s, the mirror was created against %s", m.cfg.Name, ErrSourceClusterChanged, meta.clusterID, m.sourceID)
 	}
+	// Creating, growing or reconfiguring a failed-over topic would undo
+	// the failover: checked right before the writes.
+	if m.topicStopped(topic) {
+		return nil, errTopicStopped
+	}
+	// Nor is the destination topic of a source topic since recreated
+	// shaped after the new one.
+	if m.recreatedIn(meta, topic) {
+		return nil, &PartitionError{Topic: topic, Partition: -1, Err: recreatedError(topic, m.sourceTopicID(topic), tm.id)}
+	}
 	if err := m.e.ensureTopics(ctx, m.src, meta, []string{topic}); err != nil {
 		return nil, fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
+	}
+	parts := make([]int32, len(tm.partitions))
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	return parts, nil
+}
+
+// errTopicStopped: the topic is failed over, the destination topic is not
+// to be created, grown or reconfigured.
+var errTopicStopped = errors.New("topic is stopped (failed over)")
+
+// destPartitions returns the partitions of the destination topic.
+func (m *mirror) destPartitions(ctx context.Context, topic string) ([]int32, error) {
+	meta, err := m.e.dst.metadata(ctx, []string{topic})
+	if err != nil {
+		return nil, err
+	}
+	tm, ok := meta.topics[topic]
+	if !ok || tm.err != nil {
+		var err error = kerr.UnknownTopicOrPartition
+		if ok {
+			err = tm.err
+		}
+		return nil, fmt.Errorf("mirror %s: stopped destination topic %s: %w", m.cfg.Name, topic, err)
 	}
 	parts := make([]int32, len(tm.partitions))
 	for i := range parts {
@@ -454,6 +506,12 @@ func (e *Engine) ensureTopics(ctx context.Context, src *cluster, meta clusterMet
 	if err != nil {
 		return fmt.Errorf("describe source topic configs: %w", err)
 	}
+	return e.ensureTopicsWith(ctx, srcCfgs, meta, topics)
+}
+
+// ensureTopicsWith is ensureTopics with the source's answers already in
+// hand (a rebuild fetches them before it deletes anything).
+func (e *Engine) ensureTopicsWith(ctx context.Context, srcCfgs kadm.ResourceConfigs, meta clusterMeta, topics []string) error {
 	dstMeta, err := e.dst.metadata(ctx, topics)
 	if err != nil {
 		return err

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 )
 
 // rebuildLocks serialises topic rebuilds within a mirror: the first
@@ -45,6 +49,11 @@ func (r *runner) rebuild(ctx context.Context) error {
 	err := r.align(ctx)
 	if err == nil {
 		return nil // another partition's rebuild already recreated the topic
+	}
+	if errors.Is(err, ErrSourceTopicRecreated) {
+		// The destination topic holds the only copy of the old source
+		// topic's records: it is never deleted for a namesake.
+		return fmt.Errorf("rebuild of %s refused: %w", r.topic, err)
 	}
 	if !errors.Is(err, ErrDiverged) {
 		return err
@@ -124,37 +133,49 @@ func (m *mirror) divergedRange(ctx context.Context, topic string, p int32) (from
 }
 
 // quarantineAndRecreate copies every partition's destination-only records
-// to <topic>.kmirror-quarantine-<time> (same partition, keys, values,
-// headers and timestamps), then deletes and recreates the topic.
-// from gives partitions whose divergence point is already known (an unclean
-// election on the source).
+// to a quarantine topic (same partition, keys, values, headers and
+// timestamps), then deletes and recreates the topic. Nothing is deleted
+// unless, first, both clusters answered everything the recreate needs
+// (partition count, configs) and every diverged partition's quarantine
+// copy is complete: a rebuild interrupted anywhere leaves the destination
+// topic in place, or recreated from what was fetched before the delete.
+// from gives partitions whose divergence point is already known.
 func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from map[int32]int64) (string, int, error) {
-	meta, err := m.e.dst.metadata(ctx, []string{topic})
+	plan, err := m.rebuildPlan(ctx, topic, from)
 	if err != nil {
-		return "", 0, err
+		return "", 0, fmt.Errorf("nothing deleted: %w", err)
 	}
-	parts := len(meta.topics[topic].partitions)
-	q, err := m.createQuarantine(ctx, topic, int32(parts))
+	q, err := m.createQuarantine(ctx, topic, plan.parts)
 	if err != nil {
-		return "", 0, err
+		return "", 0, fmt.Errorf("nothing deleted: %w", err)
 	}
 	total := 0
-	for p := range int32(parts) {
-		start, to, err := m.divergedRange(ctx, topic, p)
-		if err != nil {
-			return "", total, err
-		}
-		if f, ok := from[p]; ok {
-			start = f
-		}
-		if to <= start {
+	for p, rg := range plan.ranges {
+		if rg.to <= rg.from {
 			continue
 		}
-		n, err := m.copyRange(ctx, topic, q, p, start, to)
+		n, err := m.copyRange(ctx, topic, q, p, rg.from, rg.to)
 		total += n
 		if err != nil {
-			return q, total, err
+			return q, total, fmt.Errorf("nothing deleted: %w", err)
 		}
+		// The copy skips transaction markers, so the count to check is
+		// what the quarantine partition holds against what was copied.
+		_, end, err := m.e.dst.offsets(ctx, q, p)
+		if err != nil {
+			return q, total, fmt.Errorf("nothing deleted: count quarantine %s/%d: %w", q, p, err)
+		}
+		if end != int64(n) {
+			return q, total, fmt.Errorf("nothing deleted: quarantine %s/%d holds %d records, %d were copied from %s/%d [%d, %d)", q, p, end, n, topic, p, rg.from, rg.to)
+		}
+	}
+	// Checked right before the delete: a stop may have landed, or the
+	// source topic been recreated, during the copy.
+	if m.topicStopped(topic) {
+		return q, total, fmt.Errorf("nothing deleted: %w", errTopicStopped)
+	}
+	if err := m.checkSourceTopicID(topic, -1, plan.srcID); err != nil {
+		return q, total, fmt.Errorf("nothing deleted: %w", err)
 	}
 	dresp, err := m.e.dst.adm.DeleteTopics(ctx, topic)
 	if err == nil {
@@ -163,28 +184,126 @@ func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from m
 	if err != nil {
 		return q, total, fmt.Errorf("delete destination topic %s: %w", topic, err)
 	}
-	srcMeta, err := m.src.metadata(ctx, []string{topic})
-	if err != nil {
-		return q, total, err
+	// From here the destination lacks the topic until it is recreated:
+	// recreate it from what was fetched before the delete, without asking
+	// the source again, retrying while the destination does not answer.
+	b := backoff.Backoff{Policy: backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}}
+	for {
+		err = m.e.ensureTopicsWith(ctx, plan.srcCfgs, plan.srcMeta, []string{topic})
+		if err == nil || ctx.Err() != nil || b.Attempt() >= 10 {
+			break
+		}
+		if backoff.Sleep(ctx, b.Next(rand.Float64)) != nil {
+			break
+		}
 	}
-	if err := m.e.ensureTopics(ctx, m.src, srcMeta, []string{topic}); err != nil {
-		return q, total, err
+	if err != nil {
+		return q, total, fmt.Errorf("recreate destination topic %s (alignment creates it again): %w", topic, err)
 	}
 	return q, total, nil
 }
 
-// createQuarantine creates a fresh quarantine topic for topic:
-// <topic>.kmirror-quarantine-<time>, with -2, -3 … appended while the name
-// is taken. Copying into a topic an interrupted attempt already filled
-// would quarantine its records twice.
+// rebuildPlan is what a rebuild fetches before it writes anything.
+type rebuildPlan struct {
+	parts   int32
+	srcMeta clusterMeta
+	srcCfgs kadm.ResourceConfigs
+	srcID   [16]byte
+	ranges  map[int32]offsetRange // destination-only offsets of each partition
+}
+
+type offsetRange struct{ from, to int64 }
+
+// rebuildPlan asks both clusters everything the rebuild needs: the
+// destination's partitions, the source topic (same id as mirrored) and its
+// configs, and every partition's destination-only range. Any of them not
+// answering fails the rebuild before anything is written.
+func (m *mirror) rebuildPlan(ctx context.Context, topic string, from map[int32]int64) (rebuildPlan, error) {
+	var plan rebuildPlan
+	dparts, err := m.destPartitions(ctx, topic)
+	if err != nil {
+		return plan, err
+	}
+	plan.parts = int32(len(dparts))
+	if plan.srcMeta, err = m.src.metadata(ctx, []string{topic}); err != nil {
+		return plan, fmt.Errorf("source topic %s: %w", topic, err)
+	}
+	tm, ok := plan.srcMeta.topics[topic]
+	if !ok || tm.err != nil || len(tm.partitions) == 0 {
+		return plan, fmt.Errorf("source topic %s: not found (%v)", topic, tm.err)
+	}
+	if m.recreatedIn(plan.srcMeta, topic) {
+		return plan, recreatedError(topic, m.sourceTopicID(topic), tm.id)
+	}
+	plan.srcID = tm.id
+	if plan.srcCfgs, err = m.src.adm.DescribeTopicConfigs(ctx, topic); err != nil {
+		return plan, fmt.Errorf("describe source topic %s configs: %w", topic, err)
+	}
+	if rc, err := plan.srcCfgs.On(topic, nil); err != nil || rc.Err != nil {
+		return plan, fmt.Errorf("describe source topic %s configs: %w", topic, errors.Join(err, rc.Err))
+	}
+	plan.ranges = make(map[int32]offsetRange, plan.parts)
+	for p := range plan.parts {
+		start, to, err := m.divergedRange(ctx, topic, p)
+		if err != nil {
+			return plan, fmt.Errorf("diverged range of %s/%d: %w", topic, p, err)
+		}
+		// An unclean election on the source can hit any partition, not
+		// only the one that asked for the rebuild: ask the source where
+		// each partition's last mirrored epoch ends.
+		if end, ok, err := m.sourceEpochEnd(ctx, topic, p); err != nil {
+			return plan, err
+		} else if ok {
+			start = min(start, end)
+		}
+		if f, ok := from[p]; ok {
+			start = f
+		}
+		plan.ranges[p] = offsetRange{from: start, to: to}
+	}
+	return plan, nil
+}
+
+// sourceEpochEnd returns where the source's log of the partition's last
+// mirrored epoch ends, when that is below what was mirrored (an unclean
+// election truncated it): ok false when nothing was lost there.
+func (m *mirror) sourceEpochEnd(ctx context.Context, topic string, p int32) (int64, bool, error) {
+	r := m.runner(topic, p)
+	if r == nil {
+		return 0, false, nil
+	}
+	last, epoch, _ := r.stats.lme()
+	if last < 0 || epoch < 0 {
+		return 0, false, nil
+	}
+	var req kadm.OffsetForLeaderEpochRequest
+	req.Add(topic, p, epoch)
+	resp, err := m.src.adm.OffsetForLeaderEpoch(ctx, req)
+	if err != nil {
+		return 0, false, fmt.Errorf("source offset for leader epoch %s/%d: %w", topic, p, err)
+	}
+	o, ok := resp[topic][p]
+	if !ok || o.Err != nil || o.EndOffset < 0 || o.EndOffset >= last+1 {
+		return 0, false, nil
+	}
+	return o.EndOffset, true, nil
+}
+
+// createQuarantine creates a fresh quarantine topic for topic,
+// <topic>.kmirror-quarantine-<time>-<mirror>: the name says where its
+// records come from. -2, -3 … are appended while the name is taken
+// (copying into a topic an interrupted attempt already filled would
+// quarantine its records twice). It keeps its records until an operator
+// deletes it (retention.ms=-1, no size limit, never compacted).
 func (m *mirror) createQuarantine(ctx context.Context, topic string, parts int32) (string, error) {
-	base := fmt.Sprintf("%s.kmirror-quarantine-%s", topic, m.e.now().UTC().Format("20060102T150405.000"))
+	base := fmt.Sprintf("%s.kmirror-quarantine-%s-%s", topic, m.e.now().UTC().Format("20060102T150405.000"), m.cfg.Name)
+	keep := map[string]*string{"retention.ms": kadm.StringPtr("-1"), "retention.bytes": kadm.StringPtr("-1"), "cleanup.policy": kadm.StringPtr("delete")}
 	for n := 1; ; n++ {
 		q := base
 		if n > 1 {
 			q = fmt.Sprintf("%s-%d", base, n)
 		}
-		resp, err := m.e.dst.adm.CreateTopic(ctx, parts, -1, nil, q)
+		resp, err := m.e.dst.adm.CreateTopic(ctx, parts, -1, keep, q)
 		if err == nil {
 			err = resp.Err
 		}

@@ -208,6 +208,11 @@ func (m *mirror) syncShareGroup(ctx context.Context, g string, topics []string, 
 		gs.SkipReason = "no share-partition state on mirrored topics"
 		return gs
 	}
+	for topic := range alter {
+		if m.topicStopped(topic) { // a stop landed since the round listed the topics
+			delete(alter, topic)
+		}
+	}
 	if len(alter) > 0 {
 		resp, err := m.e.dst.adm.AlterShareGroupOffsets(ctx, g, alter)
 		if err == nil {

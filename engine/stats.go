@@ -13,6 +13,8 @@ type partStats struct {
 	mu sync.Mutex
 	ps PartitionSnapshot
 
+	desired partition.Desired // of the last published status, for topicStopped
+
 	srcNewestTs  int64 // max timestamp of the newest source batch seen
 	lastMirrorTs int64 // max timestamp of the newest batch appended
 
@@ -58,10 +60,18 @@ func (s *partStats) snapshot() PartitionSnapshot {
 }
 
 // setStatus publishes the state machine's status.
+// setTopicIDs publishes the topic ids alignment found on both sides.
+func (s *partStats) setTopicIDs(src, dst string) {
+	s.mu.Lock()
+	s.ps.SourceTopicID, s.ps.DestTopicID = src, dst
+	s.mu.Unlock()
+}
+
 func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Lock()
 	s.ps.State, s.ps.PrevState, s.ps.Attempt, s.ps.NextRetry = st.State, st.PrevState, st.Attempt, st.NextRetry
 	s.ps.Error, s.ps.Retryable, s.ps.Cause = st.Error, st.Retryable, st.Cause
+	s.desired = st.Desired
 	s.mu.Unlock()
 }
 

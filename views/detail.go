@@ -170,6 +170,9 @@ func (d *Detail) lines(p *engine.PartitionSnapshot) []string {
 	add("LME (epoch:offset)", s.Text.Render(lme(p.LastEpoch, p.LastOffset)))
 	add("epoch lineage", d.lineageText(p.Lineage))
 	add("writer epoch", s.Text.Render(fmt.Sprint(p.WriterEpoch)))
+	// A source topic deleted and recreated keeps its name but not its id:
+	// the ids tell the operator which topics a FAILED partition means.
+	add("topic ids", s.Source.Render(topicID(p.SourceTopicID))+s.Label.Render(" -> ")+s.Destination.Render(topicID(p.DestTopicID)))
 	txns := s.Text.Render(itoa(p.OpenTxns))
 	if p.OpenTxns > 0 {
 		txns = s.Warn.Render(itoa(p.OpenTxns) + " open (aborted at stop/failover)")
@@ -182,6 +185,13 @@ func (d *Detail) lines(p *engine.PartitionSnapshot) []string {
 		groupDigits(p.FillerBatches)+" filler)"))
 	add("rate", s.Text.Render(byteRate(p.BytesPerSec)+", "+fmt.Sprintf("%.0f", p.BatchesPerSec)+" batches/s"))
 	return out
+}
+
+func topicID(id string) string {
+	if id == "" {
+		return "unknown"
+	}
+	return id
 }
 
 func brokerName(id int32) string {

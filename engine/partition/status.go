@@ -97,15 +97,17 @@ const (
 	CauseDiverged                   // destination and source logs disagree
 	CauseGap                        // offset gap with mirror.gap.policy=fail
 	CauseSourceClusterChanged       // source cluster id differs from the one recorded at create
-	CauseSourceTopicDeleted         // source topic is gone (or was recreated with a new id)
+	CauseSourceTopicDeleted         // source topic is gone
 	CauseULE                        // unclean leader election on the source, recovery disabled
 	CauseTxnAborted                 // destination aborted a mirrored transaction by itself
 	CauseSourceUnreachable          // the mirror's source cluster does not answer; retried without end
+	CauseSourceTopicRecreated       // source topic has another topic id than the one mirrored
 )
 
 // Causes lists every cause.
 var Causes = []Cause{CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch, CauseForeignWrite,
-	CauseDiverged, CauseGap, CauseSourceClusterChanged, CauseSourceTopicDeleted, CauseULE, CauseTxnAborted, CauseSourceUnreachable}
+	CauseDiverged, CauseGap, CauseSourceClusterChanged, CauseSourceTopicDeleted, CauseULE, CauseTxnAborted,
+	CauseSourceUnreachable, CauseSourceTopicRecreated}
 
 // String returns the snake_case name used in records and logs.
 func (c Cause) String() string {
@@ -132,6 +134,8 @@ func (c Cause) String() string {
 		return "unclean_leader_election"
 	case CauseTxnAborted:
 		return "transaction_aborted"
+	case CauseSourceTopicRecreated:
+		return "source_topic_recreated"
 	case CauseSourceUnreachable:
 		return "source_unreachable"
 	}
@@ -143,7 +147,7 @@ func (c Cause) String() string {
 func (c Cause) Fatal() bool {
 	switch c {
 	case CauseForeignWrite, CauseDiverged, CauseGap, CauseSourceClusterChanged,
-		CauseSourceTopicDeleted, CauseULE, CauseTxnAborted:
+		CauseSourceTopicDeleted, CauseULE, CauseTxnAborted, CauseSourceTopicRecreated:
 		return true
 	case CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch, CauseSourceUnreachable:
 		return false

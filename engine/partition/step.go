@@ -217,6 +217,13 @@ func onStop(s Status) (Status, []Action, error) {
 func onRecover(s Status, ev Recover) (Status, []Action, error) {
 	switch s.State {
 	case Failed:
+		if ev.Rebuild && s.Cause == CauseSourceTopicRecreated {
+			// A rebuild would delete the destination topic, the only
+			// copy left of the old source topic's records, to mirror
+			// another topic that merely has the same name.
+			return reject(s, KindRecover, "rebuild refused: the source topic was deleted and recreated (another topic id); "+
+				"the destination topic holds the old topic's records and is not deleted for it")
+		}
 		s.Attempt = 0
 		s.Rebuild = ev.Rebuild && (s.Desired == DesiredStart || s.Desired == DesiredNone)
 		msg := "recovered by operator"

@@ -407,6 +407,35 @@ func TestRecoverWithRebuild(t *testing.T) {
 	}
 }
 
+func TestRecreatedSourceTopicRefusesRebuild(t *testing.T) {
+	tests := []struct {
+		name    string
+		rebuild bool
+		want    State // Failed: rejected, the partition stays FAILED
+	}{
+		{"recover with rebuild is refused", true, Failed},
+		{"plain recover retries the alignment", false, LogAlignment},
+	}
+	for _, tt := range tests {
+		s, _ := mustStep(t, Status{}, Start{})
+		s, _ = mustStep(t, s, Error{Epoch: s.StateEpoch, Err: "source topic recreated", Retryable: true, Cause: CauseSourceTopicRecreated, Now: t0})
+		if s.State != Failed || s.Retryable || !s.NextRetry.IsZero() {
+			t.Fatalf("%s: recreated source topic: %+v", tt.name, s)
+		}
+		next, acts, err := Apply(s, Recover{Rebuild: tt.rebuild})
+		if tt.want == Failed {
+			var rej *RejectedError
+			if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "rebuild refused") || next != s || len(acts) != 0 {
+				t.Errorf("%s: got %+v %v %v", tt.name, next, acts, err)
+			}
+			continue
+		}
+		if err != nil || next.State != tt.want || next.Rebuild {
+			t.Errorf("%s: got %+v %v", tt.name, next, err)
+		}
+	}
+}
+
 func TestULEDisabledFailsForGood(t *testing.T) {
 	s, _ := mustStep(t, Status{}, Start{})
 	s = toMirroring(t, s)

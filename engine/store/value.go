@@ -98,6 +98,14 @@ type PartitionRecord struct {
 	WriterEpoch int16        `json:"writerEpoch"`
 	Owner       string       `json:"owner,omitempty"`
 	UpdatedAt   time.Time    `json:"updatedAt,omitzero"`
+	// SourceTopicID is the id of the source topic the partition mirrors,
+	// recorded when it is first aligned: a source topic deleted and
+	// recreated under the same name has another id, and its records are
+	// not the ones the destination holds. DestTopicID is the destination
+	// topic's id at the last write. Kafka's base64 form; "" unknown (also
+	// in records written before these fields existed).
+	SourceTopicID string `json:"sourceTopicId,omitempty"`
+	DestTopicID   string `json:"destTopicId,omitempty"`
 	// Txns are the destination transactional producers mirroring the
 	// source's transactions on this partition. An open one must be continued
 	// after a restart, never re-initialised (that would abort it and write a
