@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 )
 
@@ -66,7 +67,7 @@ func (r *runner) checkpoint() {
 	if r.persist == nil || !r.stats.checkpointDue() || !r.m.e.gate.allowed() {
 		return
 	}
-	rec := r.record(r.st)
+	rec := r.record(r.liveStatus())
 	r.persist.putAsync(rec, func(err error) {
 		if err != nil {
 			r.stats.checkpointLost()
@@ -100,4 +101,31 @@ func (m *mirror) requestCheckpoints(rs []*runner) {
 			r.requestCheckpoint()
 		}
 	}
+}
+
+// retrying publishes a retry MIRRORING makes on its own (a realignment, a
+// fetch retried) in the snapshot and, without waiting, in the partition's
+// record: --describe then shows the attempt and its cause like a FAILED
+// partition's, though the state is still MIRRORING. The next checkpoint
+// after progress writes the record without them.
+func (r *runner) retrying(msg string) {
+	r.stats.setRetrying(msg, r.attempt)
+	if r.persist == nil || !r.m.e.gate.allowed() {
+		return
+	}
+	r.persist.putAsync(r.record(r.liveStatus()), func(err error) {
+		if err != nil {
+			r.stats.checkpointLost()
+		}
+	})
+}
+
+// liveStatus is the status a record written while MIRRORING carries: the
+// state machine's, with the retry MIRRORING is making on its own, if any.
+func (r *runner) liveStatus() partition.Status {
+	st := r.st
+	if st.State == partition.Mirroring && r.attempt > 0 {
+		st.Attempt, st.Error, st.Retryable = int(r.attempt), r.stats.errorText(), true
+	}
+	return st
 }

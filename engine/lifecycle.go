@@ -338,7 +338,7 @@ func (r *runner) realign(ctx context.Context, err error) error {
 		if r.attempt > maxRealigns {
 			return err
 		}
-		r.stats.setRetrying("realigning: "+err.Error(), r.attempt)
+		r.retrying("realigning: " + err.Error())
 		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()

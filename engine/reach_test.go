@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
@@ -249,4 +251,40 @@ func benchStopSourceGone(b *testing.B, failedFirst bool) {
 		b.ReportMetric(time.Since(start).Seconds(), "stop-s")
 		eng.Close()
 	}
+}
+
+// TestRetryInsideMirroringIsRecorded: a retry MIRRORING makes on its own
+// (the source answers Fetch with NOT_LEADER_OR_FOLLOWER) is shown in the
+// snapshot and written to the partition's record with its attempt and
+// cause, so --describe shows a partition that is not moving; progress
+// clears both.
+func TestRetryInsideMirroringIsRecorded(t *testing.T) {
+	src, dst := enginetest.Pair(t)
+	e, adm := newStateEnvWith(t, src, dst, "orders", 1, fastCheckpoints)
+	enginetest.Produce(t, e.srcCl, "orders", 1, 20, "before")
+	e.waitCaughtUp("orders")
+	fault := e.src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "orders", Err: kerr.NotLeaderForPartition, Count: -1})
+	ctx := context.Background()
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		cat, err := adm.Catalog(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		rec := cat.Partitions[store.PartitionRef{Mirror: "a-to-b", Topic: "orders", Partition: 0}]
+		return rec.State == partition.Mirroring && rec.Attempt >= 2 && strings.Contains(rec.Error, "NOT_LEADER"),
+			fmt.Sprintf("record %s attempt %d %q; %s", rec.State, rec.Attempt, rec.Error, e.describe())
+	})
+	fault.Remove()
+	enginetest.Produce(t, e.srcCl, "orders", 1, 20, "after")
+	e.waitCaughtUp("orders")
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		cat, err := adm.Catalog(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		rec := cat.Partitions[store.PartitionRef{Mirror: "a-to-b", Topic: "orders", Partition: 0}]
+		ps := e.partitions()[0]
+		return rec.Attempt == 0 && rec.Error == "" && ps.Attempt == 0 && ps.Error == "",
+			fmt.Sprintf("record attempt %d %q, snapshot attempt %d %q", rec.Attempt, rec.Error, ps.Attempt, ps.Error)
+	})
 }

@@ -323,7 +323,7 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 		if r.attempt > maxRealigns {
 			return &PartitionError{Topic: r.topic, Partition: r.partition, Retryable: true, Err: err}
 		}
-		r.stats.setRetrying(err.Error(), r.attempt)
+		r.retrying(err.Error())
 		at := r.m.e.now()
 		if !r.wait(ctx, r.backoff()) {
 			return nil

@@ -75,6 +75,13 @@ func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Unlock()
 }
 
+// errorText returns the published error.
+func (s *partStats) errorText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ps.Error
+}
+
 // state returns the published state.
 func (s *partStats) state() partition.State {
 	s.mu.Lock()
