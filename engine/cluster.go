@@ -29,6 +29,9 @@ type cluster struct {
 	// gate holds back fencing while the instance may have lost its shards
 	// (see ownerGate); nil for a cluster kmirror does not write to.
 	gate *ownerGate
+	// reach is whether the cluster answered its last request, for the
+	// instance's heartbeat.
+	reach reachState
 }
 
 // newCluster connects to a cluster. opts carry security settings.
@@ -97,6 +100,7 @@ func (c *cluster) metadata(ctx context.Context, topics []string) (clusterMeta, e
 		}
 	}
 	resp, err := req.RequestWith(ctx, c.cl)
+	c.reach.observe(ctx, err)
 	if err != nil {
 		return clusterMeta{}, fmt.Errorf("%s metadata: %w", c.name, err)
 	}

@@ -321,6 +321,7 @@ func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wi
 	}
 	conn, err := f.connect(ctx, conn)
 	if err != nil {
+		f.src.reach.observe(ctx, err)
 		failAll(err)
 		return nil, 0
 	}
@@ -328,6 +329,7 @@ func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wi
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(job.maxWait)*time.Millisecond+fetchTimeout)
 	resp, err := conn.Request(wctx, req)
 	cancel()
+	f.src.reach.observe(ctx, err)
 	if err != nil {
 		// A connection error or a hung broker: either way the
 		// connection's answers can no longer be relied on.

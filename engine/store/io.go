@@ -90,9 +90,18 @@ func (w *Writer) PutPartitionAsync(r PartitionRecord, done func(error)) {
 		done(err)
 		return
 	}
-	key := PartitionKey(r.Mirror, r.Topic, r.Partition)
-	rec := &kgo.Record{Topic: Topic, Partition: key.Shard(), Key: key.Bytes(), Value: b}
-	w.cl.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+	w.PutAsync(context.Background(), PartitionKey(r.Mirror, r.Topic, r.Partition), b, done)
+}
+
+// PutAsync writes value under key without waiting; done is called with the
+// outcome from the client's goroutine. The write gives up when ctx ends.
+func (w *Writer) PutAsync(ctx context.Context, key Key, value []byte, done func(error)) {
+	if err := key.Validate(); err != nil {
+		done(err)
+		return
+	}
+	rec := &kgo.Record{Topic: Topic, Partition: key.Shard(), Key: key.Bytes(), Value: value}
+	w.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			err = fmt.Errorf("write %s to %s: %w", key, Topic, err)
 		}
