@@ -391,6 +391,11 @@ type DescribeRow struct {
 	LastMirrorOffset  int64  `json:"lastMirrorOffset"`
 	LastMirrorEpoch   int32  `json:"lastMirrorEpoch"`
 	Owner             string `json:"owner,omitempty"`
+	// OwnerStatus is OwnerLive, OwnerLost, OwnerStopped, OwnerNotOwned
+	// or OwnerNone; OwnerLive alone means an instance runs the partition.
+	OwnerStatus         string `json:"ownerStatus"`
+	OwnerLive           bool   `json:"ownerLive"`
+	OwnerHeartbeatAgeMs int64  `json:"ownerHeartbeatAgeMs"` // age of the owner's last heartbeat, -1 none
 }
 
 // Describe returns every partition of the mirror (all mirrors when name is
@@ -406,6 +411,7 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 		}
 	}
 	dst := &cluster{name: "destination", cl: a.cl, adm: kadm.NewClient(a.cl)}
+	now := a.now()
 	var rows []DescribeRow
 	for _, mn := range cat.MirrorNames() {
 		if name != "" && mn != name {
@@ -431,11 +437,11 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 			seen := map[int32]bool{}
 			for _, r := range cat.PartitionsOf(mn, t.Topic) {
 				seen[r.Partition] = true
-				rows = append(rows, describeRow(mn, t.Topic, r.Partition, &r, srcEnds, dstEnds))
+				rows = append(rows, describeRow(mn, t.Topic, r.Partition, &r, srcEnds, dstEnds).withOwner(ownerOf(cat, mn, t.Topic, r.Owner, now)))
 			}
 			for p := range srcEnds[t.Topic] {
 				if !seen[p] {
-					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds))
+					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds).withOwner(ownerOf(cat, mn, t.Topic, "", now)))
 				}
 			}
 		}
@@ -469,6 +475,15 @@ func describeRow(mirror, topic string, p int32, r *store.PartitionRecord, srcEnd
 		row.LastMirrorOffset, row.LastMirrorEpoch, row.Owner = r.LastOffset, r.LastEpoch, r.Owner
 	}
 	return row
+}
+
+func (r DescribeRow) withOwner(o ownership) DescribeRow {
+	r.Owner, r.OwnerStatus, r.OwnerLive = o.owner, o.status, o.status == OwnerLive
+	r.OwnerHeartbeatAgeMs = -1
+	if o.age >= 0 {
+		r.OwnerHeartbeatAgeMs = o.age.Milliseconds()
+	}
+	return r
 }
 
 // mirrorSettings parses a definition's mirror.* settings.
