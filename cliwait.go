@@ -43,20 +43,19 @@ func wait(ctx context.Context, adm *engine.Admin, kind engine.CommandKind, mirro
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	head := "MIRROR\tTOPIC\tPARTITION\tSTATE\tLAST-MIRRORED-OFFSET"
 	if stop {
-		head += "\tSOURCE-OFFSET\tNOT-MIRRORED"
+		head += "\tDESTINATION-OFFSET\tSOURCE-OFFSET\tNOT-MIRRORED"
 	}
 	fmt.Fprintln(tw, head)
 	var lost, unknown int64
 	for _, r := range rows {
 		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s", r.Mirror, r.Topic, r.Partition, r.State, offset(r.LastMirrorOffset))
 		if stop {
+			line += "\t" + offset(r.DestinationOffset)
 			if r.SourceOffset < 0 {
 				unknown++
 				line += "\t-\tunknown, source unreachable"
 			} else {
-				// The offsets the source holds past the last mirrored
-				// one: records the destination does not have.
-				n := max(0, r.SourceOffset-(r.LastMirrorOffset+1))
+				n := notMirrored(r)
 				lost += n
 				line += fmt.Sprintf("\t%d\t%d", r.SourceOffset, n)
 			}
@@ -79,6 +78,21 @@ func wait(ctx context.Context, adm *engine.Admin, kind engine.CommandKind, mirro
 	}
 	fmt.Fprintln(stdout, summary)
 	return nil
+}
+
+// notMirrored is how many offsets the source holds beyond what the
+// destination has: source high watermark - (last mirrored offset + 1).
+// The recorded last mirrored offset is a checkpoint (written every
+// mirror.state.checkpoint.interval.ms, and a stop does not read every log
+// end), so an instance that died leaves it behind what it appended; offsets
+// being identical, the destination's log end just after the stop is the
+// better bound when it is further.
+func notMirrored(r engine.DescribeRow) int64 {
+	have := r.LastMirrorOffset + 1
+	if r.DestinationOffset > have {
+		have = r.DestinationOffset
+	}
+	return max(0, r.SourceOffset-have)
 }
 
 // offset prints an offset, "-" for none.
