@@ -37,6 +37,9 @@ type actionFlags struct {
 	topics, exclude            string
 	failed, asJSON             bool
 	allowPlaintext             bool
+	wait                       bool
+	timeout                    time.Duration
+	timeoutSet                 bool
 }
 
 func runAction(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -62,10 +65,13 @@ func runAction(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.BoolVar(&f.failed, "failed", false, "with --describe: only FAILED partitions, with RETRY and ERROR")
 	fs.BoolVar(&f.asJSON, "json", false, "with --describe: print JSON")
 	fs.BoolVar(&f.allowPlaintext, "allow-plaintext-secrets", false, "with --create: store literal secret values")
+	fs.BoolVar(&f.wait, "wait", false, "with --stop, --pause or --resume: wait until every selected partition is STOPPED, PAUSED or MIRRORING")
+	fs.DurationVar(&f.timeout, "timeout", defaultWaitTimeout, "with --wait: how long to wait")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "kmirror: %v\n\n%s", err, usage)
 		return exitUsage
 	}
+	fs.Visit(func(fl *flag.Flag) { f.timeoutSet = f.timeoutSet || fl.Name == "timeout" })
 	err := action(ctx, &f, fs.Args(), stdout, stderr)
 	var ue *usageError
 	switch {
@@ -114,6 +120,12 @@ func action(ctx context.Context, f *actionFlags, rest []string, stdout, stderr i
 	}
 	if f.rebuild && !f.recover {
 		return usagef("--rebuild goes with --recover")
+	}
+	if f.wait && !f.stop && !f.pause && !f.resume {
+		return usagef("--wait goes with --stop, --pause or --resume")
+	}
+	if f.timeoutSet && (!f.wait || f.timeout <= 0) {
+		return usagef("--timeout goes with --wait and must be positive")
 	}
 	var sel *engine.TopicSelector
 	if f.topics != "" {
@@ -181,6 +193,10 @@ func action(ctx context.Context, f *actionFlags, rest []string, stdout, stderr i
 			return err
 		}
 		fmt.Fprintf(stdout, "%s recorded for %d topics of mirror %s: %s\n", kind, len(topics), f.mirror, strings.Join(topics, ", "))
+		warnUnowned(ctx, adm, f.mirror, topics, stderr)
+		if f.wait {
+			return wait(ctx, adm, kind, f.mirror, topics, f.timeout, stdout)
+		}
 	}
 	return nil
 }
@@ -265,23 +281,45 @@ func describe(ctx context.Context, adm *engine.Admin, f *actionFlags, stdout io.
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	// The KIP's columns come first and in its order; kmirror's own
+	// (OWNER, HEARTBEAT) follow, so scripts that count columns still work.
 	head := "MIRROR\tTOPIC\tPARTITION\tSOURCE-OFFSET\tDESTINATION-OFFSET\tLAG\tSTATE"
 	if f.failed {
 		head += "\tRETRY\tERROR"
 	}
-	fmt.Fprintln(tw, head)
-	off := func(o int64) string {
-		if o < 0 {
-			return "-"
-		}
-		return fmt.Sprint(o)
-	}
+	fmt.Fprintln(tw, head+"\tOWNER\tHEARTBEAT")
 	for _, r := range rows {
-		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d\t%s", r.Mirror, r.Topic, r.Partition, off(r.SourceOffset), off(r.DestinationOffset), r.Lag, r.State)
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d\t%s", r.Mirror, r.Topic, r.Partition, offset(r.SourceOffset), offset(r.DestinationOffset), r.Lag, r.State)
 		if f.failed {
 			line += fmt.Sprintf("\t%d\t%s", r.RetryAttempt, r.ErrorMessage)
 		}
-		fmt.Fprintln(tw, line)
+		fmt.Fprintln(tw, line+"\t"+ownerColumns(r))
 	}
 	return tw.Flush()
+}
+
+// ownerColumns are OWNER and HEARTBEAT: who runs the partition and how old
+// its last heartbeat is, or why nobody runs it.
+func ownerColumns(r engine.DescribeRow) string {
+	owner := r.Owner
+	if owner == "" {
+		owner = "-"
+	}
+	age := "no heartbeat"
+	if r.OwnerHeartbeatAgeMs >= 0 {
+		d := time.Duration(r.OwnerHeartbeatAgeMs) * time.Millisecond
+		if d < 10*time.Second {
+			d = d.Round(100 * time.Millisecond)
+		} else {
+			d = d.Round(time.Second)
+		}
+		age = d.String() + " ago"
+	}
+	switch r.OwnerStatus {
+	case engine.OwnerLive:
+		return owner + "\t" + age
+	case engine.OwnerNone:
+		return owner + "\t-"
+	}
+	return owner + "\t" + r.OwnerStatus + " (" + age + ")"
 }

@@ -30,6 +30,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	cmdConfig := fs.String("command-config", "", "properties file with the destination client's security settings")
 	host, _ := os.Hostname()
 	instance := fs.String("instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's name, shown as the owner of its partitions")
+	heartbeat := fs.Duration("heartbeat-interval", engine.DefaultHeartbeatInterval, "how often this instance writes its heartbeat to __mirror_state; readers call it lost after 3 intervals")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; port 0 picks one)")
 	var readOnly, drillOn *bool
 	var theme, logFile, drillMirror, report *string
@@ -81,6 +82,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	eng, err := engine.New(ctx, engine.Config{
 		Destination: strings.Split(*bootstrap, ","), DestinationOpts: secOpts, DestinationTLS: destTLS, DestinationSASL: destSASL,
 		Instance: *instance, Logger: slog.New(slog.NewTextHandler(logOut, nil)),
+		Version: versionString(), HeartbeatInterval: *heartbeat,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror %s: %s\n", mode, oneLine(err))

@@ -33,6 +33,7 @@ Modes:
     [--drill [--mirror N] [--report PATH]] with the DR drill panel for a real mirror: you take the source
                                            down and move the clients and tick each (x); the drill measures
   kmirror bench [--quick] [--json]         throughput, CPU, allocation, lag, failover and memory against baselines
+  kmirror version                          the release and commit of this build
   kmirror help                             this text
 
 Actions (compatible with kafka-cluster-mirrors.sh; exactly one per call):
@@ -42,10 +43,21 @@ Actions (compatible with kafka-cluster-mirrors.sh; exactly one per call):
     --list
     --describe [--mirror N] [--failed] [--json]
     --start    --mirror N --topics LIST|REGEX [--exclude REGEX]
-    --pause    --mirror N [--topics LIST|REGEX]
-    --resume   --mirror N [--topics LIST|REGEX]
-    --stop     --mirror N [--topics LIST|REGEX]   (failover: the topics become writable)
+    --pause    --mirror N [--topics LIST|REGEX] [--wait [--timeout D]]
+    --resume   --mirror N [--topics LIST|REGEX] [--wait [--timeout D]]
+    --stop     --mirror N [--topics LIST|REGEX] [--wait [--timeout D]]
+                                               (failover: the topics become writable)
     --recover  --mirror N [--topics LIST|REGEX] [--rebuild]
+
+  --pause, --resume, --stop and --recover record the command in __mirror_state
+  and return; the instance owning the partitions executes it. When no live
+  instance owns them, a warning says so and the exit code is still 0: the
+  command runs when an instance starts. --wait waits until every selected
+  partition is PAUSED, MIRRORING or STOPPED (default --timeout 60s; exit 1
+  naming the partitions still pending); after --stop it prints each
+  partition's last mirrored offset and the records the source holds beyond it.
+  --describe adds OWNER and HEARTBEAT: "instance lost" when the owner's last
+  heartbeat is over 3 heartbeat intervals old or missing.
 
 Exit codes: 0 success, 1 the operation failed, 2 usage error.
 Run "kmirror MODE --help" for the options of a mode.
@@ -82,6 +94,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(ctx, args[1:], stdout, stderr, false)
 	case "sandbox":
 		return runDemo(ctx, args[1:], stdout, stderr, true)
+	case "version":
+		fmt.Fprintln(stdout, "kmirror "+versionString())
+		return exitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

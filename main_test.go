@@ -98,8 +98,9 @@ func (s *script) expand(v string) string {
 //	topic NAME PARTITIONS   create a source topic
 //	grow TOPIC PARTITIONS   add partitions to a source topic, up to PARTITIONS
 //	produce TOPIC N         write N records to every partition of a source topic
-//	instance NAME           start a `kmirror run` process
+//	instance NAME [ARGS...] start a `kmirror run` process, with more flags
 //	kill NAME               SIGKILL it
+//	sourcedown              stop the source cluster for good
 //	waitdescribe RE         repeat --describe until its output matches RE
 //	caughtup TOPIC          wait until the destination ends equal the source ends
 //	mark TOPIC              remember the destination ends
@@ -173,7 +174,7 @@ func (s *script) command(args []string) error {
 		}
 		enginetest.Produce(s.t, s.src.Client(s.t, enginetest.ProducerOpts("zstd", true)...), args[1], int32(len(ends)), n, "script")
 	case "instance":
-		cmd := exec.Command(os.Args[0], "run", "--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--instance", args[1])
+		cmd := exec.Command(os.Args[0], append([]string{"run", "--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--instance", args[1]}, args[2:]...)...)
 		cmd.Env = append(os.Environ(), asMainEnv+"=1")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
@@ -187,6 +188,8 @@ func (s *script) command(args []string) error {
 			return err
 		}
 		_ = cmd.Wait()
+	case "sourcedown":
+		s.src.Close()
 	case "waitdescribe":
 		re, err := regexp.Compile(strings.Join(args[1:], " "))
 		if err != nil {

@@ -379,20 +379,25 @@ func SetDesired(ctx context.Context, w *store.Writer, cat *store.Catalog, cmd Co
 
 // DescribeRow is one partition of --describe.
 type DescribeRow struct {
-	Mirror             string `json:"mirror"`
-	Topic              string `json:"topic"`
-	Partition          int32  `json:"partition"`
-	SourceOffset       int64  `json:"sourceOffset"`      // source high watermark, -1 unknown
-	DestinationOffset  int64  `json:"destinationOffset"` // destination log end, -1 unknown
-	Lag                int64  `json:"lag"`
-	State              string `json:"state"`
-	RetryAttempt       int    `json:"retryAttempt"`
-	ErrorMessage       string `json:"errorMessage"`
-	LastMirrorOffset   int64  `json:"lastMirrorOffset"`
-	LastMirrorEpoch    int32  `json:"lastMirrorEpoch"`
-	Owner              string `json:"owner,omitempty"`
-	SourceTopicID      string `json:"sourceTopicId,omitempty"`      // as recorded by the owner, "" unknown
-	DestinationTopicID string `json:"destinationTopicId,omitempty"` // as recorded by the owner, "" unknown
+	Mirror            string `json:"mirror"`
+	Topic             string `json:"topic"`
+	Partition         int32  `json:"partition"`
+	SourceOffset      int64  `json:"sourceOffset"`      // source high watermark, -1 unknown
+	DestinationOffset int64  `json:"destinationOffset"` // destination log end, -1 unknown
+	Lag               int64  `json:"lag"`
+	State             string `json:"state"`
+	RetryAttempt      int    `json:"retryAttempt"`
+	ErrorMessage      string `json:"errorMessage"`
+	LastMirrorOffset  int64  `json:"lastMirrorOffset"`
+	LastMirrorEpoch   int32  `json:"lastMirrorEpoch"`
+	Owner             string `json:"owner,omitempty"`
+	// OwnerStatus is OwnerLive, OwnerLost, OwnerStopped, OwnerNotOwned
+	// or OwnerNone; OwnerLive alone means an instance runs the partition.
+	OwnerStatus         string `json:"ownerStatus"`
+	OwnerLive           bool   `json:"ownerLive"`
+	OwnerHeartbeatAgeMs int64  `json:"ownerHeartbeatAgeMs"`          // age of the owner's last heartbeat, -1 none
+	SourceTopicID       string `json:"sourceTopicId,omitempty"`      // as recorded by the owner, "" unknown
+	DestinationTopicID  string `json:"destinationTopicId,omitempty"` // as recorded by the owner, "" unknown
 }
 
 // Describe returns every partition of the mirror (all mirrors when name is
@@ -408,6 +413,7 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 		}
 	}
 	dst := &cluster{name: "destination", cl: a.cl, adm: kadm.NewClient(a.cl)}
+	now := a.now()
 	var rows []DescribeRow
 	for _, mn := range cat.MirrorNames() {
 		if name != "" && mn != name {
@@ -433,11 +439,11 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 			seen := map[int32]bool{}
 			for _, r := range cat.PartitionsOf(mn, t.Topic) {
 				seen[r.Partition] = true
-				rows = append(rows, describeRow(mn, t.Topic, r.Partition, &r, srcEnds, dstEnds))
+				rows = append(rows, describeRow(mn, t.Topic, r.Partition, &r, srcEnds, dstEnds).withOwner(ownerOf(cat, mn, t.Topic, r.Owner, now)))
 			}
 			for p := range srcEnds[t.Topic] {
 				if !seen[p] {
-					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds))
+					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds).withOwner(ownerOf(cat, mn, t.Topic, "", now)))
 				}
 			}
 		}
@@ -472,6 +478,15 @@ func describeRow(mirror, topic string, p int32, r *store.PartitionRecord, srcEnd
 		row.SourceTopicID, row.DestinationTopicID = r.SourceTopicID, r.DestTopicID
 	}
 	return row
+}
+
+func (r DescribeRow) withOwner(o ownership) DescribeRow {
+	r.Owner, r.OwnerStatus, r.OwnerLive = o.owner, o.status, o.status == OwnerLive
+	r.OwnerHeartbeatAgeMs = -1
+	if o.age >= 0 {
+		r.OwnerHeartbeatAgeMs = o.age.Milliseconds()
+	}
+	return r
 }
 
 // mirrorSettings parses a definition's mirror.* settings.

@@ -48,6 +48,7 @@ type coordinator struct {
 	gateShut   bool // the gate closed for want of answers, and that was reported
 
 	rejoin chan struct{} // the gate suspended: ask the group to assign again
+	hb     heartbeats    // owned by loop
 }
 
 type coordMsg struct {
@@ -70,6 +71,10 @@ func (e *Engine) Join(ctx context.Context) error {
 	if e.coord != nil {
 		return errors.New("engine already joined")
 	}
+	// The name keys the instance's heartbeat record.
+	if err := store.ValidateName(e.cfg.Instance); err != nil {
+		return fmt.Errorf("instance name %q: %w", e.cfg.Instance, err)
+	}
 	if err := store.EnsureTopic(ctx, e.dst.adm); err != nil {
 		return err
 	}
@@ -80,6 +85,7 @@ func (e *Engine) Join(ctx context.Context) error {
 		sent: make(map[store.PartitionRef]partition.Desired), recovered: make(map[store.TopicRef]time.Time),
 		failing: make(map[string]time.Time), discovered: make(map[string]time.Time),
 		replay: newReplayBarrier(), rejoin: make(chan struct{}, 1),
+		hb: heartbeats{due: true, done: make(chan error, 1)},
 	}
 	var err error
 	if c.wcl, err = kgo.NewClient(append(slices.Clone(base), store.WriterOpts()...)...); err != nil {
@@ -173,9 +179,11 @@ func (c *coordinator) read(ctx context.Context, cl *kgo.Client, forward bool) {
 	}
 }
 
-// close leaves the group (releasing ownership) and closes the clients. The
-// runners are stopped by the engine before.
+// close writes the final heartbeat, leaves the group (releasing
+// ownership) and closes the clients. The runners are stopped by the engine
+// before.
 func (c *coordinator) close() {
+	c.writeStopped()
 	c.member.Close()
 	c.reader.Close()
 	c.wcl.Close()
@@ -186,12 +194,18 @@ func (c *coordinator) close() {
 func (c *coordinator) loop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	hbt := time.NewTicker(c.e.cfg.HeartbeatInterval)
+	defer hbt.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case m := <-c.in:
 			c.handle(ctx, m)
+		case <-hbt.C:
+			c.hb.due = true
+		case err := <-c.hb.done:
+			c.heartbeatDone(err)
 		case <-c.rejoin:
 			// A member the group still counts gets its shards back
 			// from a rejoin; one it removed is rejoining anyway.
@@ -202,6 +216,7 @@ func (c *coordinator) loop(ctx context.Context) {
 		}
 		c.reportGate()
 		c.reconcile(ctx)
+		c.heartbeat(ctx)
 	}
 }
 

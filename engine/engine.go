@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,13 @@ type Config struct {
 	// again after it was due is given up as hung: its connection is
 	// closed and the partitions waiting on it realign on a new one.
 	RequestTimeout time.Duration
+	// Version and Host go into the instance's heartbeat (Join); Host
+	// defaults to the machine's host name.
+	Version string
+	Host    string
+	// HeartbeatInterval is how often a joined instance writes its
+	// heartbeat to __mirror_state, default 3s.
+	HeartbeatInterval time.Duration
 }
 
 // Engine mirrors partitions. It is safe for concurrent use.
@@ -93,6 +101,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
 	}
 	dst, err := newCluster("destination", cfg.Destination, cfg.Instance, cfg.DestinationOpts...)
 	if err != nil {

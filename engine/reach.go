@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
 )
 
 // Reachability is whether a cluster answers, as an engine last saw it.
@@ -97,6 +98,18 @@ func (r *reach) state() Reachability {
 		return Reachability{LastOK: r.lastOK}
 	}
 	return Reachability{Down: true, DownSince: r.first, LastOK: r.lastOK, Error: r.err}
+}
+
+// report is the reachability as an instance's heartbeat states it.
+func (r *reach) report() store.Reach {
+	st := r.state()
+	switch {
+	case st.Down:
+		return store.Reach{State: store.ReachUnreachable, At: st.DownSince.UTC(), Error: st.Error}
+	case !st.LastOK.IsZero():
+		return store.Reach{State: store.ReachReachable, At: st.LastOK.UTC()}
+	}
+	return store.Reach{State: store.ReachUnknown}
 }
 
 // sourceDown returns the error a partition fails with while the mirror's

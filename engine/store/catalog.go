@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // TopicRef names a mirrored topic.
@@ -21,6 +22,7 @@ type Catalog struct {
 	Mirrors    map[string]MirrorDef
 	Topics     map[TopicRef]TopicDesired
 	Partitions map[PartitionRef]PartitionRecord
+	Instances  map[string]InstanceHeartbeat // the latest heartbeat of each instance
 }
 
 // NewCatalog returns an empty catalog.
@@ -29,6 +31,7 @@ func NewCatalog() *Catalog {
 		Mirrors:    make(map[string]MirrorDef),
 		Topics:     make(map[TopicRef]TopicDesired),
 		Partitions: make(map[PartitionRef]PartitionRecord),
+		Instances:  make(map[string]InstanceHeartbeat),
 	}
 }
 
@@ -65,6 +68,12 @@ func (c *Catalog) Apply(key, value []byte) (Key, bool, error) {
 			return k, false, nil
 		}
 		c.Partitions[ref] = r
+	case KindInstance:
+		if v == nil {
+			delete(c.Instances, k.Instance)
+		} else {
+			c.Instances[k.Instance] = v.(InstanceHeartbeat)
+		}
 	case KindNone:
 	}
 	return k, true, nil
@@ -81,6 +90,9 @@ func (c *Catalog) Clone() *Catalog {
 	}
 	for k, v := range c.Partitions {
 		out.Partitions[k] = v
+	}
+	for k, v := range c.Instances {
+		out.Instances[k] = v
 	}
 	return out
 }
@@ -123,4 +135,19 @@ func (c *Catalog) PartitionsOf(mirror, topic string) []PartitionRecord {
 		return cmp.Compare(a.Partition, b.Partition)
 	})
 	return out
+}
+
+// ShardOwner returns the instance whose heartbeat claims shard and is live
+// at now (misses intervals, see InstanceHeartbeat.Live); with several (the
+// group moved the shard and the old owner has not written since), the most
+// recent heartbeat.
+func (c *Catalog) ShardOwner(shard int32, now time.Time, misses int) (InstanceHeartbeat, bool) {
+	var best InstanceHeartbeat
+	found := false
+	for _, h := range c.Instances {
+		if h.Owns(shard) && h.Live(now, misses) && (!found || h.At.After(best.At)) {
+			best, found = h, true
+		}
+	}
+	return best, found
 }

@@ -62,8 +62,14 @@ func FuzzDecodePartition(f *testing.F) {
 	fuzzRoundTrip(f, DecodePartition, EncodePartition)
 }
 
+func FuzzDecodeInstance(f *testing.F) {
+	seed(f, "instance.json", `{"v":1,"instance":"i","mirrors":[{"name":"m","source":{}}]}`,
+		`{"v":1,"instance":"i","shards":[2,1],"at":"0000-01-01T00:00:00+01:00"}`)
+	fuzzRoundTrip(f, DecodeInstance, EncodeInstance)
+}
+
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{"mirror/a-to-b", "topic/m/t.x_y", "partition/m/t/12", "partition/m/t/012", "topic//", "a/b/c/d/e"} {
+	for _, s := range []string{"mirror/a-to-b", "instance/host-1-77", "instance/", "instance/a/b", "topic/m/t.x_y", "partition/m/t/12", "partition/m/t/012", "topic//", "a/b/c/d/e"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

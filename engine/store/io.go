@@ -95,11 +95,24 @@ func (w *Writer) PutPartitionAsync(r PartitionRecord, timeout time.Duration, don
 		done(err)
 		return
 	}
-	key := PartitionKey(r.Mirror, r.Topic, r.Partition)
-	rec := &kgo.Record{Topic: Topic, Partition: key.Shard(), Key: key.Bytes(), Value: b}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	w.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+	w.PutAsync(ctx, PartitionKey(r.Mirror, r.Topic, r.Partition), b, func(err error) {
 		cancel()
+		done(err)
+	})
+}
+
+// PutAsync writes value under key without waiting; done is called with the
+// outcome from the client's goroutine. The write gives up when ctx ends;
+// a ctx that never ends would hold every later write to the key's shard
+// behind the record if the destination never answered it.
+func (w *Writer) PutAsync(ctx context.Context, key Key, value []byte, done func(error)) {
+	if err := key.Validate(); err != nil {
+		done(err)
+		return
+	}
+	rec := &kgo.Record{Topic: Topic, Partition: key.Shard(), Key: key.Bytes(), Value: value}
+	w.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			err = fmt.Errorf("write %s to %s: %w", key, Topic, err)
 		}

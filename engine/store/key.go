@@ -1,8 +1,9 @@
 // Package store is the codec of __mirror_state, the compacted topic on the
 // destination cluster that holds kmirror's durable state: mirror
-// definitions, desired topic states and partition states. Keys are
-// slash-separated paths, values versioned JSON that any Kafka consumer can
-// read; a nil value (tombstone) deletes a key. The package does no I/O.
+// definitions, desired topic states, partition states and instance
+// heartbeats. Keys are slash-separated paths, values versioned JSON that any
+// Kafka consumer can read; a nil value (tombstone) deletes a key. The package
+// does no I/O.
 package store
 
 import (
@@ -35,6 +36,7 @@ const (
 	KindMirror            // mirror/<name>
 	KindTopic             // topic/<mirror>/<topic>
 	KindPartition         // partition/<mirror>/<topic>/<partition>
+	KindInstance          // instance/<id>: an instance's heartbeat
 )
 
 // String returns the key's first path segment.
@@ -48,17 +50,21 @@ func (k KeyKind) String() string {
 		return "topic"
 	case KindPartition:
 		return "partition"
+	case KindInstance:
+		return "instance"
 	}
 	return fmt.Sprintf("KeyKind(%d)", int8(k))
 }
 
 // Key is a parsed __mirror_state key. Topic is empty for KindMirror,
-// Partition is 0 unless Kind is KindPartition.
+// Partition is 0 unless Kind is KindPartition, Instance is empty unless Kind
+// is KindInstance (which has no mirror).
 type Key struct {
 	Kind      KeyKind
 	Mirror    string
 	Topic     string
 	Partition int32
+	Instance  string
 }
 
 // MirrorKey addresses a mirror definition.
@@ -72,6 +78,9 @@ func PartitionKey(mirror, topic string, p int32) Key {
 	return Key{Kind: KindPartition, Mirror: mirror, Topic: topic, Partition: p}
 }
 
+// InstanceKey addresses the heartbeat of one kmirror instance.
+func InstanceKey(id string) Key { return Key{Kind: KindInstance, Instance: id} }
+
 // String returns the key as stored, e.g. "partition/a-to-b/orders/3". It does
 // not validate; use Validate before producing.
 func (k Key) String() string {
@@ -82,6 +91,8 @@ func (k Key) String() string {
 		return "topic/" + k.Mirror + "/" + k.Topic
 	case KindPartition:
 		return "partition/" + k.Mirror + "/" + k.Topic + "/" + strconv.FormatInt(int64(k.Partition), 10)
+	case KindInstance:
+		return "instance/" + k.Instance
 	case KindNone:
 	}
 	return ""
@@ -106,6 +117,8 @@ func (k Key) Validate() error {
 			return fmt.Errorf("%w: negative partition %d", ErrBadKey, k.Partition)
 		}
 		return nil
+	case KindInstance:
+		return wrapName("instance", k.Instance)
 	case KindNone:
 	}
 	return fmt.Errorf("%w: no kind", ErrBadKey)
@@ -120,8 +133,12 @@ func wrapName(what, name string) error {
 
 // Shard returns the __mirror_state partition the key is produced to.
 func (k Key) Shard() int32 {
-	if k.Kind == KindMirror {
+	switch k.Kind {
+	case KindMirror:
 		return MirrorShard(k.Mirror)
+	case KindInstance:
+		return InstanceShard(k.Instance)
+	case KindTopic, KindPartition, KindNone:
 	}
 	return TopicShard(k.Mirror, k.Topic)
 }
@@ -135,6 +152,8 @@ func ParseKey(b []byte) (Key, error) {
 	switch {
 	case parts[0] == "mirror" && len(parts) == 2:
 		k = MirrorKey(parts[1])
+	case parts[0] == "instance" && len(parts) == 2:
+		k = InstanceKey(parts[1])
 	case parts[0] == "topic" && len(parts) == 3:
 		k = TopicKey(parts[1], parts[2])
 	case parts[0] == "partition" && len(parts) == 4:
@@ -144,7 +163,7 @@ func ParseKey(b []byte) (Key, error) {
 		}
 		k = PartitionKey(parts[1], parts[2], int32(p))
 	default:
-		return Key{}, fmt.Errorf("%w %q: want mirror/<name>, topic/<mirror>/<topic> or partition/<mirror>/<topic>/<n>", ErrBadKey, b)
+		return Key{}, fmt.Errorf("%w %q: want mirror/<name>, topic/<mirror>/<topic>, partition/<mirror>/<topic>/<n> or instance/<id>", ErrBadKey, b)
 	}
 	if err := k.Validate(); err != nil {
 		return Key{}, fmt.Errorf("key %q: %w", b, err)
@@ -187,6 +206,11 @@ func Shard(mirror, topic string, partition int32) int32 {
 
 // MirrorShard returns the shard of a mirror definition record.
 func MirrorShard(mirror string) int32 { return hashShard("mirror/" + mirror) }
+
+// InstanceShard returns the shard of an instance's heartbeat. Any shard
+// would do (an instance writes its heartbeat whoever owns the shard, and
+// every reader reads them all); hashing spreads them.
+func InstanceShard(id string) int32 { return hashShard("instance/" + id) }
 
 // hashShard is FNV-1a 32 modulo Partitions: stable across releases and
 // platforms, which a persisted partitioning must be.

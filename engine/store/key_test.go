@@ -13,6 +13,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		TopicKey("a-to-b", "orders.v2_EU"),
 		PartitionKey("a-to-b", "orders", 0),
 		PartitionKey("m", "__consumer_offsets-like", 2147483647),
+		InstanceKey("dr-host-2-4411"),
 	}
 	for _, k := range keys {
 		b := k.Bytes()
@@ -32,6 +33,8 @@ func TestParseKeyRejects(t *testing.T) {
 		{"mirror", "want mirror/"},
 		{"mirror/", "empty"},
 		{"mirror/a/b", "want mirror/"},
+		{"instance/", "instance name: empty"},
+		{"instance/a/b", "want mirror/"},
 		{"lme/m/t/0", "want mirror/"},
 		{"topic/m", "want mirror/"},
 		{"topic/m/a b", "contains ' '"},
@@ -62,6 +65,7 @@ func TestShardStableAndInRange(t *testing.T) {
 		{Shard("m", "t", 0), 9},
 		{MirrorShard("a-to-b"), 41},
 		{MirrorShard("b-to-a"), 17},
+		{InstanceKey("i1").Shard(), InstanceShard("i1")},
 	}
 	for i, f := range fixed {
 		if f.got != f.want {

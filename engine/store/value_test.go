@@ -59,6 +59,19 @@ func samplePartition() PartitionRecord {
 	return r
 }
 
+func sampleInstance() InstanceHeartbeat {
+	return InstanceHeartbeat{
+		Instance: "dr-host-2-4411", Host: "dr-host-2", Version: "v0.9.0 (3f2a1c9)",
+		StartedAt: when, At: when.Add(3 * time.Minute), IntervalMs: 3000,
+		Shards: []int32{5, 15, 41},
+		Mirrors: []InstanceMirror{{
+			Name: "a-to-b", Topics: 2, Partitions: 5,
+			Source:      Reach{State: ReachUnreachable, At: when.Add(179 * time.Second), Error: "source metadata: dial tcp 10.0.0.7:9093: connection refused"},
+			Destination: Reach{State: ReachReachable, At: when.Add(3 * time.Minute)},
+		}},
+	}
+}
+
 type golden struct {
 	file   string
 	want   any
@@ -77,6 +90,9 @@ func goldens() []golden {
 		{"v1/partition.json", samplePartition(),
 			func() ([]byte, error) { return EncodePartition(samplePartition()) },
 			func(b []byte) (any, error) { return DecodePartition(b) }},
+		{"v1/instance.json", sampleInstance(),
+			func() ([]byte, error) { return EncodeInstance(sampleInstance()) },
+			func(b []byte) (any, error) { return DecodeInstance(b) }},
 	}
 }
 
@@ -251,6 +267,13 @@ func TestDecodeRecord(t *testing.T) {
 	if _, v, err := Decode([]byte("topic/a-to-b/orders.eu_v2"), tval); err != nil || !reflect.DeepEqual(v, sampleTopic()) {
 		t.Fatalf("topic record: %v %v", v, err)
 	}
+	ival, _ := EncodeInstance(sampleInstance())
+	if _, v, err := Decode([]byte("instance/dr-host-2-4411"), ival); err != nil || !reflect.DeepEqual(v, sampleInstance()) {
+		t.Fatalf("instance record: %v %v", v, err)
+	}
+	if _, _, err := Decode([]byte("instance/other"), ival); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("heartbeat under another instance's key: %v", err)
+	}
 	if _, _, err := Decode([]byte("lme/a/b/0"), val); !errors.Is(err, ErrBadKey) {
 		t.Fatalf("bad key: %v", err)
 	}
@@ -283,5 +306,85 @@ func TestPartitionTopicIDs(t *testing.T) {
 	got, err := DecodePartition(b)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("round trip gave %+v, %v", got, err)
+	}
+}
+
+func TestInstanceHeartbeat(t *testing.T) {
+	h := sampleInstance()
+	h.Shards = []int32{41, 5, 15} // the encoder sorts
+	b, err := EncodeInstance(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeInstance(b)
+	if err != nil || !reflect.DeepEqual(got, sampleInstance()) {
+		t.Fatalf("decode = %+v, %v", got, err)
+	}
+	if !got.Owns(15) || got.Owns(16) {
+		t.Errorf("Owns: shards %v", got.Shards)
+	}
+	at := got.At
+	for _, tt := range []struct {
+		now  time.Time
+		stop bool
+		live bool
+	}{
+		{at, false, true},
+		{at.Add(8999 * time.Millisecond), false, true},
+		{at.Add(9 * time.Second), false, false},
+		{at, true, false},
+	} {
+		got.Stopped = tt.stop
+		if l := got.Live(tt.now, 3); l != tt.live {
+			t.Errorf("Live(%v, stopped %v) = %v", tt.now.Sub(at), tt.stop, l)
+		}
+	}
+	// A reachability left out reads as unknown; bad values are malformed.
+	d, err := DecodeInstance([]byte(`{"v":1,"instance":"i","at":"2025-03-01T12:00:00Z","mirrors":[{"name":"m"}]}`))
+	if err != nil || d.Mirrors[0].Source.State != ReachUnknown || d.Mirrors[0].Destination.State != ReachUnknown || d.Interval() != time.Second {
+		t.Fatalf("defaults: %+v, %v", d, err)
+	}
+	for _, bad := range []string{
+		`{"v":1,"instance":"a/b"}`,
+		`{"v":1,"instance":"i","shards":[50]}`,
+		`{"v":1,"instance":"i","shards":[3,3]}`,
+		`{"v":1,"instance":"i","intervalMs":-1}`,
+		`{"v":1,"instance":"i","mirrors":[{"name":"m","source":{"state":"maybe"}}]}`,
+		`{"v":1,"instance":"i","mirrors":[{"name":"m"},{"name":"m"}]}`,
+	} {
+		if _, err := DecodeInstance([]byte(bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeInstance(%s) = %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
+func TestCatalogInstances(t *testing.T) {
+	c := NewCatalog()
+	put := func(h InstanceHeartbeat) {
+		t.Helper()
+		b, err := EncodeInstance(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := c.Apply(InstanceKey(h.Instance).Bytes(), b); err != nil || !ok {
+			t.Fatalf("apply: %v %v", ok, err)
+		}
+	}
+	put(InstanceHeartbeat{Instance: "old", At: when, IntervalMs: 1000, Shards: []int32{7}})
+	put(InstanceHeartbeat{Instance: "new", At: when.Add(2 * time.Second), IntervalMs: 1000, Shards: []int32{7, 8}})
+	if h, ok := c.ShardOwner(7, when.Add(2500*time.Millisecond), 3); !ok || h.Instance != "new" {
+		t.Errorf("shard 7 owner = %+v, %v; want the newest live claim", h, ok)
+	}
+	if _, ok := c.ShardOwner(7, when.Add(10*time.Second), 3); ok {
+		t.Error("a stale claim counts as an owner")
+	}
+	if _, ok := c.ShardOwner(9, when, 3); ok {
+		t.Error("an unclaimed shard has an owner")
+	}
+	if cl := c.Clone(); len(cl.Instances) != 2 {
+		t.Errorf("clone has %d instances", len(cl.Instances))
+	}
+	if _, _, err := c.Apply(InstanceKey("old").Bytes(), nil); err != nil || len(c.Instances) != 1 {
+		t.Errorf("tombstone: %v, %d left", err, len(c.Instances))
 	}
 }
