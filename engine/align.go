@@ -188,6 +188,10 @@ func (r *runner) fence(ctx context.Context) error {
 	if err := r.initWriter(ctx); err != nil {
 		return err
 	}
+	// The guard goes on before the check: from then on nobody else writes.
+	if err := r.m.guardTopic(ctx, r.topic, false); err != nil {
+		return err
+	}
 	_, end, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err

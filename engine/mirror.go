@@ -40,6 +40,11 @@ type MirrorConfig struct {
 	UncleanRecovery     bool           // mirror.unclean.leader.election.enable: rebuild after a source unclean election
 	ThrottleRate        int64          // mirror.replication.throttled.rate: bytes/s appended by the mirror; 0 unthrottled
 	MetaSync            metaSyncConfig // topic discovery, config and ACL sync; no interval: off
+	// WriteGuard (mirror.destination.write.guard=acl): while a topic is
+	// mirrored a DENY WRITE ACL for User:* keeps every other principal
+	// out of it; kmirror's own principal must be a destination super user
+	// (see writeguard.go).
+	WriteGuard bool
 }
 
 func (c *MirrorConfig) defaults() error {
@@ -111,6 +116,7 @@ type mirror struct {
 	rebuilds rebuildLocks        // one topic rebuild at a time
 	rebuilt  map[string][16]byte // destination topic ids this mirror's rebuilds created; guarded by mu
 	bucket   *throttle.Bucket    // nil: unthrottled
+	guard    writeGuard          // mirror.destination.write.guard=acl
 
 	shareSkip string // why share groups were not synced, "" if they were; guarded by mu
 

@@ -285,5 +285,7 @@ func (r *runner) stop(ctx context.Context) error {
 		// it. The STOPPED record must name the real one.
 		r.settleLME(ctx)
 	}
-	return nil
+	// Last, once nothing of the mirror can land any more: the topic is
+	// reported writable (STOPPED) only after its guard is gone.
+	return r.m.unguardTopic(ctx, r.topic)
 }

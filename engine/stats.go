@@ -12,6 +12,9 @@ import (
 type partStats struct {
 	mu sync.Mutex
 	ps PartitionSnapshot
+	// stopping: the operator asked to stop the partition (or it stopped):
+	// the write guard must not be put back on its topic.
+	stopping bool
 
 	srcNewestTs  int64 // max timestamp of the newest source batch seen
 	lastMirrorTs int64 // max timestamp of the newest batch appended
@@ -62,7 +65,15 @@ func (s *partStats) setStatus(st partition.Status) {
 	s.mu.Lock()
 	s.ps.State, s.ps.PrevState, s.ps.Attempt, s.ps.NextRetry = st.State, st.PrevState, st.Attempt, st.NextRetry
 	s.ps.Error, s.ps.Retryable, s.ps.Cause = st.Error, st.Retryable, st.Cause
+	s.stopping = st.Desired == partition.DesiredStop || st.State == partition.Stopping || st.State == partition.Stopped
 	s.mu.Unlock()
+}
+
+// stopWanted reports whether the partition is stopping or stopped.
+func (s *partStats) stopWanted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
 }
 
 // active reports whether the partition is doing work that needs the
