@@ -119,6 +119,11 @@ func (a *Admin) CreateMirror(ctx context.Context, name string, p props.Propertie
 	if _, ok := cat.Mirrors[name]; ok {
 		return warnings, opErr("mirror %s already exists", name)
 	}
+	if strings.TrimSpace(def.Config[props.KeyWriteGuard]) == props.WriteGuardACL {
+		if err := probeAuthorizer(ctx, a.cl); err != nil {
+			return warnings, err
+		}
+	}
 	id, err := sourceClusterID(ctx, def)
 	if err != nil {
 		return warnings, err

@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/kmirror/kmirror/engine/batch"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // align is LOG_ALIGNMENT: compare the destination log with the source log
@@ -49,7 +52,7 @@ func (r *runner) align(ctx context.Context) error {
 	}
 	v, err := r.verify(ctx, a, dstStart, dstEnd, srcStart)
 	if err != nil {
-		return err
+		return r.abortedByDestination(err)
 	}
 	if v.offset > a.offset {
 		r.stats.verified(v.offset, v.epoch, v.start)
@@ -91,6 +94,29 @@ func (r *runner) align(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// abortedByDestination names a mismatch for what it is when the first
+// destination record the source lacks was written by one of the partition's
+// mirrored transactional producers: the abort marker its transaction
+// coordinator wrote when the transaction timed out.
+func (r *runner) abortedByDestination(err error) error {
+	var mm *MismatchError
+	if !errors.As(err, &mm) {
+		return err
+	}
+	var open []txn.Producer
+	if r.txm != nil {
+		open = r.txm.Open()
+	} else {
+		open = r.restoredTxns()
+	}
+	for _, p := range open {
+		if p.PID == mm.ProducerID {
+			return &TxnAbortedError{Topic: r.topic, Partition: r.partition, TxnID: p.TxnID, At: mm.At, Err: mm}
+		}
+	}
+	return err
 }
 
 // batchBaseAt returns the base offset of the source batch holding offset,
@@ -166,6 +192,10 @@ func (r *runner) fence(ctx context.Context) error {
 	if err := r.initWriter(ctx); err != nil {
 		return err
 	}
+	// The guard goes on before the check: from then on nobody else writes.
+	if err := r.m.guardTopic(ctx, r.topic, false); err != nil {
+		return err
+	}
 	_, end, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err
@@ -179,7 +209,11 @@ func (r *runner) fence(ctx context.Context) error {
 // initWriter acquires the partition's writer identity with a bumped epoch.
 func (r *runner) initWriter(ctx context.Context) error {
 	txnID := writerID(r.m.cfg.Name, r.topic, r.partition)
-	resp, err := r.m.e.dst.initProducerID(ctx, txnID, 60_000, &r.coord)
+	timeout, err := r.m.e.writerTimeout(ctx)
+	if err != nil {
+		return fmt.Errorf("init writer %s: %w", txnID, err)
+	}
+	resp, err := r.m.e.dst.initProducerID(ctx, txnID, timeout, &r.coord)
 	if err != nil {
 		return fmt.Errorf("init writer %s: %w", txnID, err)
 	}

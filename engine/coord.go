@@ -12,6 +12,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/props"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
 )
@@ -448,7 +449,7 @@ func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
 		NumFetchers: s.NumFetchers, RetryInitial: s.RetryInitialBackoff, RetryMax: s.RetryMaxBackoff,
 		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight, GapFill: s.GapPolicy == "fill",
 		UncleanRecovery: s.UncleanLeaderElection, ThrottleRate: s.ThrottledRate,
-		CheckpointInterval: s.CheckpointInterval,
+		CheckpointInterval: s.CheckpointInterval, WriteGuard: s.WriteGuard == props.WriteGuardACL,
 	}
 	cfg.SyncGroups(s.MetadataRefresh, s.GroupsInclude, s.GroupsExclude)
 	cfg.SyncMetadata(s.MetadataRefresh, s.TopicsExclude, s.TopicPropertiesExclude, s.ACLInclude)

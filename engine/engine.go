@@ -78,6 +78,8 @@ type Engine struct {
 	// gate holds back appends, fencing and state writes while the
 	// instance may have lost its shards; always open unless it joined.
 	gate *ownerGate
+	// txnMax is the destination's transaction.max.timeout.ms (txnTimeout).
+	txnMax txnLimit
 }
 
 // New connects to the destination cluster and returns an engine with no

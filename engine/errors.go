@@ -119,3 +119,35 @@ func (e *MismatchError) Error() string {
 // Unwrap makes a mismatch a divergence too: what --recover --rebuild
 // remedies.
 func (e *MismatchError) Unwrap() []error { return []error{ErrForeignWrite, ErrDiverged} }
+
+// TxnAbortedError reports a mirrored transaction that the destination's
+// transaction coordinator aborted on its own, nearly always because it
+// stayed open longer than the destination's transaction.max.timeout.ms
+// (a pause, an outage, a source transaction left open that long). The
+// coordinator's abort marker is a record the source does not have, so the
+// destination has diverged: plain --recover finds it again, and
+// --recover --rebuild quarantines it and mirrors the topic again.
+type TxnAbortedError struct {
+	Topic     string
+	Partition int32
+	TxnID     string // the mirrored producer's transactional id, "" unknown
+	At        int64  // offset of the destination's abort marker, -1 unknown
+	Err       error  // what revealed it: a *MismatchError, or the coordinator's answer
+}
+
+func (e *TxnAbortedError) Error() string {
+	at := "at an unknown offset"
+	if e.At >= 0 {
+		at = fmt.Sprintf("at offset %d", e.At)
+	}
+	id := e.TxnID
+	if id == "" {
+		id = "of this partition"
+	}
+	return fmt.Sprintf("%v on %s/%d: the destination's transaction coordinator aborted mirrored transaction %s (it was open longer than the destination's transaction.max.timeout.ms) and wrote an abort marker %s that the source does not have; --recover --rebuild of %s quarantines it and mirrors the topic again (%v)",
+		ErrTxnAborted, e.Topic, e.Partition, id, at, e.Topic, e.Err)
+}
+
+// Unwrap makes the abort a divergence too: what --recover --rebuild
+// remedies.
+func (e *TxnAbortedError) Unwrap() []error { return []error{ErrTxnAborted, ErrDiverged, e.Err} }

@@ -128,8 +128,12 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 		}
 		return
 	}
+	prev := r.st.State
 	r.st = next
 	r.stats.setStatus(r.st)
+	if next.State == partition.Paused && prev != partition.Paused {
+		r.warnPausedTxns(ctx)
+	}
 	for _, a := range acts {
 		switch a := a.(type) {
 		case partition.Persist:
@@ -248,6 +252,10 @@ func (r *runner) perform(ctx, wctx context.Context, work partition.Action, epoch
 			result = partition.Aligned{Epoch: epoch, Mode: mode}
 		} else if errors.Is(err, ErrULE) {
 			result, err = r.uleDetected(epoch, err), nil
+		} else if errors.Is(err, ErrTxnAborted) {
+			// A divergence with its own cause: FAILED saying so, or a
+			// rebuild when the operator allowed one.
+			result, err = partition.AlignmentDiverged{Epoch: epoch, Reason: err.Error(), Cause: partition.CauseTxnAborted}, nil
 		} else if errors.Is(err, ErrDiverged) {
 			// The state machine decides: FAILED, or a rebuild when the
 			// operator allowed one.
@@ -380,6 +388,8 @@ func (r *runner) errorEvent(epoch int64, err error) partition.Event {
 	var om *OffsetMismatchError
 	var pe *PartitionError
 	switch {
+	case errors.Is(err, ErrTxnAborted): // also a divergence: its own cause first
+		cause, retryable = partition.CauseTxnAborted, false
 	case errors.Is(err, ErrForeignWrite):
 		cause, retryable = partition.CauseForeignWrite, false
 	case errors.Is(err, ErrDiverged):
@@ -388,8 +398,6 @@ func (r *runner) errorEvent(epoch int64, err error) partition.Event {
 		cause, retryable = partition.CauseGap, false
 	case errors.Is(err, ErrSourceClusterChanged):
 		cause, retryable = partition.CauseSourceClusterChanged, false
-	case errors.Is(err, ErrTxnAborted):
-		cause, retryable = partition.CauseTxnAborted, false
 	case errors.Is(err, ErrSourceTopicDeleted):
 		cause, retryable = partition.CauseSourceTopicDeleted, false
 	case errors.Is(err, ErrSourceTopicRecreated):

@@ -170,6 +170,7 @@ func (m *mirror) metaSync(ctx context.Context) {
 // topics discovered in the same round.
 func (m *mirror) metaSyncOnce(ctx context.Context) {
 	st := m.cfg.MetaSync.state
+	m.refreshGuards(ctx) // needs only the destination: before the source is asked
 	meta, err := m.src.metadata(ctx, nil)
 	if err == nil && meta.clusterID != m.sourceID {
 		err = fmt.Errorf("%w: the source bootstrap reaches cluster %s, the mirror was created against %s", ErrSourceClusterChanged, meta.clusterID, m.sourceID)

@@ -41,6 +41,11 @@ type MirrorConfig struct {
 	UncleanRecovery     bool           // mirror.unclean.leader.election.enable: rebuild after a source unclean election
 	ThrottleRate        int64          // mirror.replication.throttled.rate: bytes/s appended by the mirror; 0 unthrottled
 	MetaSync            metaSyncConfig // topic discovery, config and ACL sync; no interval: off
+	// WriteGuard (mirror.destination.write.guard=acl): while a topic is
+	// mirrored a DENY WRITE ACL for User:* keeps every other principal
+	// out of it; kmirror's own principal must be a destination super user
+	// (see writeguard.go).
+	WriteGuard bool
 }
 
 func (c *MirrorConfig) defaults() error {
@@ -115,6 +120,7 @@ type mirror struct {
 	// from (recorded in the partition records); guarded by mu.
 	srcTopicIDs map[string][16]byte
 	bucket      *throttle.Bucket // nil: unthrottled
+	guard       writeGuard       // mirror.destination.write.guard=acl
 
 	shareSkip   string // why share groups were not synced, "" if they were; guarded by mu
 	groupRounds int64  // group offset sync rounds run since the mirror started here; guarded by mu

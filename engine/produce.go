@@ -156,6 +156,11 @@ func (r *runner) classifyProduceErr(base int64, err error) error {
 		return fmt.Errorf("%w: append %s/%d at %d: %w", errRealign, r.topic, r.partition, base, err)
 	case failFatal:
 	}
+	if r.m.cfg.WriteGuard && errors.Is(err, kerr.TopicAuthorizationFailed) {
+		// The guard's DENY applies to kmirror too unless its principal
+		// bypasses ACLs.
+		err = fmt.Errorf("%w (with mirror.destination.write.guard=acl kmirror's destination principal must be in the destination's super.users)", err)
+	}
 	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("append at %d: %w", base, err)}
 }
 
@@ -285,5 +290,7 @@ func (r *runner) stop(ctx context.Context) error {
 		// it. The STOPPED record must name the real one.
 		r.settleLME(ctx)
 	}
-	return nil
+	// Last, once nothing of the mirror can land any more: the topic is
+	// reported writable (STOPPED) only after its guard is gone.
+	return r.m.unguardTopic(ctx, r.topic)
 }

@@ -73,9 +73,15 @@ func (r *runner) rebuild(ctx context.Context) error {
 	}
 	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, -1,
 		fmt.Sprintf("rebuilt %s: %d destination-only records quarantined in %s; mirroring again from the source", r.topic, n, q))
-	if r.txm != nil {
-		r.txm = nil // the recreated topic has no transaction of ours
+	// The recreated topic has no transaction of ours, also none that the
+	// destination aborted: forget them, or the next alignment would
+	// restore them and fail again.
+	r.txm = nil
+	if r.rare != nil {
+		r.rare.restoredTxns = nil
 	}
+	r.openTxns = 0 // the next status write (at the transition out of alignment) records none
+	r.stats.setOpenTxns(0)
 	// The topic's partitions realign on an empty topic: their LMEs name
 	// offsets of the deleted one.
 	rt, err := r.m.destRoute(ctx, r.topic, r.partition, r.m.e.now())

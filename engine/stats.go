@@ -10,9 +10,8 @@ import (
 // partStats is what a runner publishes about its partition. The runner
 // writes it; Snapshot and the mirror's ticker read it.
 type partStats struct {
-	mu sync.Mutex
-	ps PartitionSnapshot
-
+	mu      sync.Mutex
+	ps      PartitionSnapshot
 	desired partition.Desired // of the last published status, for topicStopped
 
 	srcNewestTs  int64 // max timestamp of the newest source batch seen

@@ -27,9 +27,13 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 	if r.txm != nil {
 		return r.txm, nil
 	}
+	timeout, err := r.m.e.txnTimeout(ctx)
+	if err != nil {
+		return nil, err
+	}
 	m := txn.New(txn.Config{
 		Mirror: r.m.cfg.Name, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
-		Client: r.m.e.dst.cl, Now: r.m.e.now, Logger: r.m.e.log,
+		Client: r.m.e.dst.cl, TxnTimeout: timeout, Now: r.m.e.now, Logger: r.m.e.log,
 	})
 	// Restoring, like every transaction request below, bumps or ends a
 	// mapped producer: not for an instance the group may have replaced.
@@ -182,7 +186,12 @@ func (r *runner) persistTxnsIfChanged(ctx context.Context) {
 func (r *runner) txnError(err error) error {
 	switch {
 	case errors.Is(err, txn.ErrAbortedByCoordinator):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrTxnAborted, err)}
+		ta := &TxnAbortedError{Topic: r.topic, Partition: r.partition, At: -1, Err: err}
+		var ab *txn.AbortedByCoordinatorError
+		if errors.As(err, &ab) {
+			ta.TxnID, ta.At = ab.TxnID, ab.MarkerOffset
+		}
+		return ta
 	case errors.Is(err, txn.ErrMarkerMisplaced):
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrForeignWrite, err)}
 	case errors.Is(err, txn.ErrLoneMarker), errors.Is(err, txn.ErrUnsupported):
@@ -224,6 +233,25 @@ func (r *runner) abortOpen(ctx context.Context) error {
 	}
 	r.persistTxnsIfChanged(ctx)
 	return nil
+}
+
+// warnPausedTxns tells the operator, when the partition pauses with
+// mirrored transactions open, when the destination will abort them: past
+// that deadline the partition can only be rebuilt (TxnAbortedError).
+func (r *runner) warnPausedTxns(ctx context.Context) {
+	if r.txm == nil || len(r.txm.Open()) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	at, n, err := r.txm.Deadline(dctx)
+	when := "at " + at.Local().Format("15:04:05 MST")
+	if at.IsZero() {
+		when = fmt.Sprintf("once the destination's transaction.max.timeout.ms has passed since each began (the coordinator did not say when: %v)", err)
+	}
+	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf(
+		"paused with %d open mirrored transactions: they will be aborted by the destination %s unless resumed and ended by the source before then; after that the partition fails and needs --recover --rebuild",
+		n, when))
 }
 
 // gapKey is the key of the tombstones that stand in for records missing

@@ -142,6 +142,7 @@ type (
 	AlignmentDiverged struct {
 		Epoch  int64
 		Reason string
+		Cause  Cause // why, when it is not plain divergence (CauseTxnAborted); CauseNone: CauseDiverged
 	}
 	// Fenced: the writer identity was acquired (or bumped), fencing older
 	// writers, and the destination log end was re-checked.

@@ -277,6 +277,9 @@ func onDiverged(s Status, ev AlignmentDiverged) (Status, []Action, error) {
 				Message: "destination diverged (" + ev.Reason + "); rebuilding the topic as the operator allowed"},
 				Rebuild{}}, nil
 		}
+		if ev.Cause != CauseNone {
+			return fail(s, ev.Reason, ev.Cause, false, time.Time{}, 0)
+		}
 		return fail(s, "destination diverged: "+ev.Reason, CauseDiverged, false, time.Time{}, 0)
 	case Unknown, EpochFencing, Mirroring, Pausing, Paused, Stopping, Stopped, Failed, ULERecovery:
 		return reject(s, KindAlignmentDiverged, "not aligning")

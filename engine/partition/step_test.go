@@ -436,6 +436,22 @@ func TestRecreatedSourceTopicRefusesRebuild(t *testing.T) {
 	}
 }
 
+// A destination that aborted a mirrored transaction has diverged with a
+// cause of its own: FAILED saying so, and rebuilt like any divergence when
+// the operator allows it.
+func TestTxnAbortedDivergenceKeepsItsCause(t *testing.T) {
+	s, _ := mustStep(t, Status{}, Start{})
+	s, _ = mustStep(t, s, AlignmentDiverged{Epoch: s.StateEpoch, Reason: "coordinator abort", Cause: CauseTxnAborted})
+	if s.State != Failed || s.Retryable || s.Cause != CauseTxnAborted || s.Error != "coordinator abort" {
+		t.Fatalf("txn-aborted divergence: %+v", s)
+	}
+	s, _ = mustStep(t, s, Recover{Rebuild: true})
+	_, acts := mustStep(t, s, AlignmentDiverged{Epoch: s.StateEpoch, Reason: "coordinator abort", Cause: CauseTxnAborted})
+	if len(acts) != 2 || acts[1] != (Rebuild{}) {
+		t.Fatalf("txn-aborted divergence with rebuild allowed: %v", acts)
+	}
+}
+
 func TestULEDisabledFailsForGood(t *testing.T) {
 	s, _ := mustStep(t, Status{}, Start{})
 	s = toMirroring(t, s)

@@ -34,6 +34,13 @@ const (
 	KeyUncleanLeaderElection  = "mirror.unclean.leader.election.enable"
 	KeyMaxInflight            = "mirror.max.inflight"
 	KeyCheckpointInterval     = "mirror.state.checkpoint.interval.ms"
+	KeyWriteGuard             = "mirror.destination.write.guard"
+)
+
+// Values of mirror.destination.write.guard.
+const (
+	WriteGuardNone = "none" // mirrored topics stay writable by anyone the destination lets write
+	WriteGuardACL  = "acl"  // DENY WRITE ACLs keep other principals out while a topic is mirrored
 )
 
 // ErrInvalid matches every *SettingError.
@@ -89,6 +96,7 @@ var known = map[string]check{
 	KeyThrottledRate:                        intIn(1, 1<<63-1),
 	KeyUncleanLeaderElection:                oneOf("true", "false"),
 	KeyMaxInflight:                          intIn(1, 5),
+	KeyWriteGuard:                           oneOf(WriteGuardNone, WriteGuardACL),
 }
 
 // KnownKeys returns every setting kmirror reads, sorted.
@@ -305,6 +313,7 @@ type MirrorSettings struct {
 	UncleanLeaderElection  bool          // recover automatically from source unclean elections
 	MaxInflight            int           // appends in flight per partition; 1 disables pipelining
 	CheckpointInterval     time.Duration // how often a MIRRORING partition's last mirrored offset is written to __mirror_state
+	WriteGuard             string        // WriteGuardNone or WriteGuardACL
 }
 
 // DefaultMirrorSettings returns the settings of a mirror that sets nothing.
@@ -327,6 +336,7 @@ func DefaultMirrorSettings() MirrorSettings {
 		GroupsExclude:      []string{"console-consumer-.*", "__.*"},
 		MaxInflight:        5,
 		CheckpointInterval: 5 * time.Second,
+		WriteGuard:         WriteGuardNone,
 	}
 }
 
@@ -372,6 +382,8 @@ func ParseMirrorSettings(p Properties) (MirrorSettings, error) {
 			s.UncleanLeaderElection = v == "true"
 		case KeyMaxInflight:
 			s.MaxInflight = int(n)
+		case KeyWriteGuard:
+			s.WriteGuard = v
 		}
 	}
 	return s, nil

@@ -143,7 +143,8 @@ mirror.groups.exclude=
 mirror.replication.throttled.rate=1048576
 mirror.unclean.leader.election.enable=true
 mirror.max.inflight=1
-mirror.state.checkpoint.interval.ms=2500`))
+mirror.state.checkpoint.interval.ms=2500
+mirror.destination.write.guard=acl`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ mirror.state.checkpoint.interval.ms=2500`))
 		RetryInitialBackoff: 50 * time.Millisecond, RetryMaxBackoff: 9 * time.Second, RetryMaxAttempts: 7,
 		TopicsExclude: []string{"a.*", "b"}, TopicPropertiesExclude: []string{"retention.ms"},
 		ACLInclude: []string{"orders.*"}, GroupsInclude: []string{"g1"}, GroupsExclude: nil,
-		ThrottledRate: 1 << 20, UncleanLeaderElection: true, MaxInflight: 1, CheckpointInterval: 2500 * time.Millisecond}
+		ThrottledRate: 1 << 20, UncleanLeaderElection: true, MaxInflight: 1, CheckpointInterval: 2500 * time.Millisecond, WriteGuard: "acl"}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("settings:\n%+v\nwant\n%+v", s, want)
 	}
@@ -160,5 +161,21 @@ mirror.state.checkpoint.interval.ms=2500`))
 	}
 	if d := millis(1 << 62); d != time.Duration(1<<63-1) {
 		t.Fatalf("millis did not saturate: %v", d)
+	}
+}
+
+func TestWriteGuardSetting(t *testing.T) {
+	base := map[string]string{KeyBootstrapServers: "a:9092"}
+	s, err := ParseMirrorSettings(FromMap(base))
+	if err != nil || s.WriteGuard != WriteGuardNone {
+		t.Fatalf("default: %q, %v; want %q", s.WriteGuard, err, WriteGuardNone)
+	}
+	base[KeyWriteGuard] = "acl"
+	if s, err = ParseMirrorSettings(FromMap(base)); err != nil || s.WriteGuard != WriteGuardACL {
+		t.Fatalf("acl: %q, %v", s.WriteGuard, err)
+	}
+	base[KeyWriteGuard] = "deny"
+	if _, err = ParseMirrorSettings(FromMap(base)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), KeyWriteGuard) {
+		t.Fatalf("bad value: %v, want an error naming %s", err, KeyWriteGuard)
 	}
 }

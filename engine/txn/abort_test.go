@@ -266,8 +266,8 @@ func TestTxnTimeoutFallsBackWhenUnreadable(t *testing.T) {
 		return resp, nil, true
 	})
 	got, err := New(e.config()).txnTimeout(testCtx(t))
-	if err != nil || got != defaultTxnTimeout {
-		t.Fatalf("txnTimeout = %v, %v; want the %v fallback", got, err, defaultTxnTimeout)
+	if err != nil || got != DefaultTimeout {
+		t.Fatalf("txnTimeout = %v, %v; want the %v fallback", got, err, DefaultTimeout)
 	}
 }
 

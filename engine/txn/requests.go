@@ -91,6 +91,10 @@ type txnDesc struct {
 	pid   int64
 	epoch int16
 	ours  bool // the transaction includes this partition
+	// deadline is when the coordinator aborts the open transaction on its
+	// own: its start plus its timeout, by the coordinator's clock; zero
+	// when nothing is open or the coordinator does not say.
+	deadline time.Time
 }
 
 // ongoingFor reports that the coordinator still holds p's transaction open.
@@ -157,6 +161,9 @@ func (m *Mapper) describeTxn(ctx context.Context, txnID string) (txnDesc, error)
 				return err
 			}
 			d = txnDesc{state: parseCoordState(st.State), pid: st.ProducerID, epoch: st.ProducerEpoch}
+			if st.StartTimestamp > 0 && st.TimeoutMillis > 0 {
+				d.deadline = time.UnixMilli(st.StartTimestamp).Add(time.Duration(st.TimeoutMillis) * time.Millisecond)
+			}
 			for _, t := range st.Topics {
 				for _, p := range t.Partitions {
 					if t.Topic == m.cfg.Topic && p == m.cfg.Partition {
@@ -378,22 +385,40 @@ func (m *Mapper) txnTimeout(ctx context.Context) (time.Duration, error) {
 	if m.timeout > 0 {
 		return m.timeout, nil
 	}
-	m.timeout = defaultTxnTimeout
-	if d, err := m.brokerTxnMaxTimeout(ctx); err == nil && d > 0 {
+	d, err := MaxTimeout(ctx, m.cfg.Client)
+	switch {
+	case err == nil:
 		m.timeout = d
-	} else if ctx.Err() != nil {
+	case ctx.Err() != nil:
 		return 0, ctx.Err()
+	default:
+		m.timeout = DefaultTimeout
+		m.log.Warn("cannot read the destination's transaction.max.timeout.ms; mirrored transactions use the default timeout",
+			attrTimeout, DefaultTimeout, attrErr, err)
 	}
 	return m.timeout, nil
 }
 
-const defaultTxnTimeout = 60 * time.Second
+// DefaultTimeout is the timeout of mirrored transactions when the
+// destination's transaction.max.timeout.ms cannot be read.
+const DefaultTimeout = 60 * time.Second
+
+// MaxTimeout reads transaction.max.timeout.ms from one broker of the
+// cluster cl reaches: the longest a transaction may stay open there before
+// its coordinator aborts it.
+func MaxTimeout(ctx context.Context, cl *kgo.Client) (time.Duration, error) {
+	d, err := brokerTxnMaxTimeout(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("destination transaction.max.timeout.ms: %w", err)
+	}
+	return d, nil
+}
 
 // brokerTxnMaxTimeout reads transaction.max.timeout.ms from one broker.
-func (m *Mapper) brokerTxnMaxTimeout(ctx context.Context) (time.Duration, error) {
+func brokerTxnMaxTimeout(ctx context.Context, cl *kgo.Client) (time.Duration, error) {
 	meta := kmsg.NewPtrMetadataRequest()
 	meta.Topics = []kmsg.MetadataRequestTopic{}
-	mresp, err := meta.RequestWith(ctx, m.cfg.Client)
+	mresp, err := meta.RequestWith(ctx, cl)
 	if err != nil {
 		return 0, err
 	}
@@ -406,7 +431,7 @@ func (m *Mapper) brokerTxnMaxTimeout(ctx context.Context) (time.Duration, error)
 	rr.ResourceName = strconv.Itoa(int(mresp.Brokers[0].NodeID))
 	rr.ConfigNames = []string{"transaction.max.timeout.ms"}
 	req.Resources = append(req.Resources, rr)
-	resp, err := req.RequestWith(ctx, m.cfg.Client)
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return 0, err
 	}
@@ -421,6 +446,9 @@ func (m *Mapper) brokerTxnMaxTimeout(ctx context.Context) (time.Duration, error)
 			ms, err := strconv.ParseInt(*c.Value, 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("transaction.max.timeout.ms %q: %w", *c.Value, err)
+			}
+			if ms <= 0 {
+				return 0, fmt.Errorf("transaction.max.timeout.ms %d is not positive", ms)
 			}
 			return time.Duration(ms) * time.Millisecond, nil
 		}

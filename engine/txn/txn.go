@@ -20,6 +20,7 @@ package txn
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,6 +64,7 @@ const (
 	attrNextSequence  = "next_sequence"
 	attrFromOffset    = "from_offset"
 	attrErr           = "err"
+	attrTimeout       = "timeout"
 )
 
 // Producer is the persisted state of one mapped producer. Only producers
@@ -225,6 +227,30 @@ func (m *Mapper) Open() []Producer {
 	}
 	slices.SortFunc(out, func(a, b Producer) int { return cmp.Compare(a.SourcePID, b.SourcePID) })
 	return out
+}
+
+// Deadline returns when the destination's coordinator will abort the first
+// of the open mirrored transactions on its own, unless they end before: a
+// transaction's timeout runs from its start, whatever is appended to it
+// since. n is the number of open transactions; the time is zero when none is
+// open or no coordinator says.
+func (m *Mapper) Deadline(ctx context.Context) (first time.Time, n int, err error) {
+	var errs []error
+	for _, p := range m.producers {
+		if !p.Open {
+			continue
+		}
+		n++
+		d, err := m.describeTxn(ctx, p.TxnID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if d.ongoingFor(p) && !d.deadline.IsZero() && (first.IsZero() || d.deadline.Before(first)) {
+			first = d.deadline
+		}
+	}
+	return first, n, errors.Join(errs...)
 }
 
 // ReleaseIdle forgets mapped producers with no open transaction that were
