@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -179,7 +180,7 @@ func action(ctx context.Context, f *actionFlags, rest []string, stdout, stderr i
 	case f.list:
 		return list(ctx, adm, stdout)
 	case f.descr:
-		return describe(ctx, adm, f, stdout)
+		return describe(ctx, adm, f, stdout, stderr)
 	case f.start:
 		topics, err := adm.Start(ctx, f.mirror, *sel, exclude)
 		if err != nil {
@@ -258,7 +259,7 @@ func list(ctx context.Context, adm *engine.Admin, stdout io.Writer) error {
 	return tw.Flush()
 }
 
-func describe(ctx context.Context, adm *engine.Admin, f *actionFlags, stdout io.Writer) error {
+func describe(ctx context.Context, adm *engine.Admin, f *actionFlags, stdout, stderr io.Writer) error {
 	rows, err := adm.Describe(ctx, f.mirror)
 	if err != nil {
 		return err
@@ -280,6 +281,7 @@ func describe(ctx context.Context, adm *engine.Admin, f *actionFlags, stdout io.
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
+	warnOutages(rows, stderr)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	// The KIP's columns come first and in its order; kmirror's own
 	// (OWNER, HEARTBEAT) follow, so scripts that count columns still work.
@@ -289,13 +291,30 @@ func describe(ctx context.Context, adm *engine.Admin, f *actionFlags, stdout io.
 	}
 	fmt.Fprintln(tw, head+"\tOWNER\tHEARTBEAT")
 	for _, r := range rows {
-		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d\t%s", r.Mirror, r.Topic, r.Partition, offset(r.SourceOffset), offset(r.DestinationOffset), r.Lag, r.State)
+		lag := "-" // unknown where either end is: never a reassuring 0
+		if r.SourceOffset >= 0 && r.DestinationOffset >= 0 {
+			lag = strconv.FormatInt(r.Lag, 10)
+		}
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s", r.Mirror, r.Topic, r.Partition, offset(r.SourceOffset), offset(r.DestinationOffset), lag, r.State)
 		if f.failed {
 			line += fmt.Sprintf("\t%d\t%s", r.RetryAttempt, r.ErrorMessage)
 		}
 		fmt.Fprintln(tw, line+"\t"+ownerColumns(r))
 	}
 	return tw.Flush()
+}
+
+// warnOutages says on stderr, once per mirror, that its source does not
+// answer: the table's SOURCE-OFFSET and LAG are then unknown, not zero.
+func warnOutages(rows []engine.DescribeRow, stderr io.Writer) {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.SourceUnreachableSince == "" || seen[r.Mirror] {
+			continue
+		}
+		seen[r.Mirror] = true
+		fmt.Fprintf(stderr, "warning: mirror %s: its source is unreachable since %s: %s; source offsets and lag are unknown\n", r.Mirror, r.SourceUnreachableSince, r.SourceError)
+	}
 }
 
 // ownerColumns are OWNER and HEARTBEAT: who runs the partition and how old

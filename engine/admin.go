@@ -403,6 +403,38 @@ type DescribeRow struct {
 	OwnerHeartbeatAgeMs int64  `json:"ownerHeartbeatAgeMs"`          // age of the owner's last heartbeat, -1 none
 	SourceTopicID       string `json:"sourceTopicId,omitempty"`      // as recorded by the owner, "" unknown
 	DestinationTopicID  string `json:"destinationTopicId,omitempty"` // as recorded by the owner, "" unknown
+	// SourceUnreachableSince is when the mirror's source stopped
+	// answering, as a live instance's heartbeat reports it, or when
+	// describe itself could not reach it; "" while it answers. Then
+	// SourceOffset and Lag are unknown, and SourceError says why.
+	SourceUnreachableSince string `json:"sourceUnreachableSince,omitempty"`
+	SourceError            string `json:"sourceError,omitempty"`
+}
+
+// sourceOutage is what describe knows of a mirror's source not answering.
+type sourceOutage struct {
+	since time.Time
+	err   string
+}
+
+// sourceOutageOf tells whether mirror's source answers: a live instance's
+// heartbeat saying it does not is believed first (it has watched for a
+// while); otherwise describe's own failure to list the source's offsets.
+func sourceOutageOf(cat *store.Catalog, mirror string, listErr error, now time.Time) (sourceOutage, bool) {
+	for _, h := range cat.Instances {
+		if !h.Live(now, HeartbeatMisses) {
+			continue
+		}
+		for _, m := range h.Mirrors {
+			if m.Name == mirror && m.Source.State == store.ReachUnreachable {
+				return sourceOutage{since: m.Source.At, err: fmt.Sprintf("%s (instance %s)", m.Source.Error, h.Instance)}, true
+			}
+		}
+	}
+	if listErr != nil {
+		return sourceOutage{since: now, err: "describe could not list its offsets: " + listErr.Error()}, true
+	}
+	return sourceOutage{}, false
 }
 
 // Describe returns every partition of the mirror (all mirrors when name is
@@ -420,6 +452,7 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 	dst := &cluster{name: "destination", cl: a.cl, adm: kadm.NewClient(a.cl)}
 	now := a.now()
 	var rows []DescribeRow
+	outages := map[string]sourceOutage{}
 	for _, mn := range cat.MirrorNames() {
 		if name != "" && mn != name {
 			continue
@@ -433,11 +466,16 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 			names[i] = t.Topic
 		}
 		srcEnds := map[string]map[int32]int64{}
-		if src, err := sourceClient(cat.Mirrors[mn]); err == nil {
+		src, listErr := sourceClient(cat.Mirrors[mn])
+		if listErr == nil {
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			srcEnds, _ = src.endOffsets(sctx, names...)
+			srcEnds, listErr = src.endOffsets(sctx, names...)
 			cancel()
 			src.close()
+		}
+		outage, down := sourceOutageOf(cat, mn, listErr, now)
+		if down {
+			outages[mn] = outage
 		}
 		dstEnds, _ := dst.endOffsets(ctx, names...)
 		for _, t := range topics {
@@ -451,6 +489,12 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds).withOwner(ownerOf(cat, mn, t.Topic, "", now)))
 				}
 			}
+		}
+	}
+	for i := range rows {
+		if down, ok := outages[rows[i].Mirror]; ok {
+			rows[i].SourceUnreachableSince, rows[i].SourceError = down.since.UTC().Format(time.RFC3339), down.err
+			rows[i].SourceOffset, rows[i].Lag = -1, 0
 		}
 	}
 	slices.SortFunc(rows, func(x, y DescribeRow) int {
