@@ -21,6 +21,7 @@ type Catalog struct {
 	Mirrors    map[string]MirrorDef
 	Topics     map[TopicRef]TopicDesired
 	Partitions map[PartitionRef]PartitionRecord
+	Rebuilds   map[TopicRef]RebuildRecord
 }
 
 // NewCatalog returns an empty catalog.
@@ -29,6 +30,7 @@ func NewCatalog() *Catalog {
 		Mirrors:    make(map[string]MirrorDef),
 		Topics:     make(map[TopicRef]TopicDesired),
 		Partitions: make(map[PartitionRef]PartitionRecord),
+		Rebuilds:   make(map[TopicRef]RebuildRecord),
 	}
 }
 
@@ -65,6 +67,13 @@ func (c *Catalog) Apply(key, value []byte) (Key, bool, error) {
 			return k, false, nil
 		}
 		c.Partitions[ref] = r
+	case KindRebuild:
+		ref := TopicRef{k.Mirror, k.Topic}
+		if v == nil {
+			delete(c.Rebuilds, ref)
+		} else {
+			c.Rebuilds[ref] = v.(RebuildRecord)
+		}
 	case KindNone:
 	}
 	return k, true, nil
@@ -81,6 +90,9 @@ func (c *Catalog) Clone() *Catalog {
 	}
 	for k, v := range c.Partitions {
 		out.Partitions[k] = v
+	}
+	for k, v := range c.Rebuilds {
+		out.Rebuilds[k] = v
 	}
 	return out
 }

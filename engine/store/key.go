@@ -35,6 +35,7 @@ const (
 	KindMirror            // mirror/<name>
 	KindTopic             // topic/<mirror>/<topic>
 	KindPartition         // partition/<mirror>/<topic>/<partition>
+	KindRebuild           // rebuild/<mirror>/<topic>
 )
 
 // String returns the key's first path segment.
@@ -48,6 +49,8 @@ func (k KeyKind) String() string {
 		return "topic"
 	case KindPartition:
 		return "partition"
+	case KindRebuild:
+		return "rebuild"
 	}
 	return fmt.Sprintf("KeyKind(%d)", int8(k))
 }
@@ -72,6 +75,11 @@ func PartitionKey(mirror, topic string, p int32) Key {
 	return Key{Kind: KindPartition, Mirror: mirror, Topic: topic, Partition: p}
 }
 
+// RebuildKey addresses the progress record of a topic's rebuild.
+func RebuildKey(mirror, topic string) Key {
+	return Key{Kind: KindRebuild, Mirror: mirror, Topic: topic}
+}
+
 // String returns the key as stored, e.g. "partition/a-to-b/orders/3". It does
 // not validate; use Validate before producing.
 func (k Key) String() string {
@@ -82,6 +90,8 @@ func (k Key) String() string {
 		return "topic/" + k.Mirror + "/" + k.Topic
 	case KindPartition:
 		return "partition/" + k.Mirror + "/" + k.Topic + "/" + strconv.FormatInt(int64(k.Partition), 10)
+	case KindRebuild:
+		return "rebuild/" + k.Mirror + "/" + k.Topic
 	case KindNone:
 	}
 	return ""
@@ -95,7 +105,7 @@ func (k Key) Validate() error {
 	switch k.Kind {
 	case KindMirror:
 		return wrapName("mirror", k.Mirror)
-	case KindTopic, KindPartition:
+	case KindTopic, KindPartition, KindRebuild:
 		if err := wrapName("mirror", k.Mirror); err != nil {
 			return err
 		}
@@ -118,7 +128,9 @@ func wrapName(what, name string) error {
 	return nil
 }
 
-// Shard returns the __mirror_state partition the key is produced to.
+// Shard returns the __mirror_state partition the key is produced to: a
+// rebuild record lives with its topic's records, so the topic's owner
+// reads it before it runs the topic.
 func (k Key) Shard() int32 {
 	if k.Kind == KindMirror {
 		return MirrorShard(k.Mirror)
@@ -137,6 +149,8 @@ func ParseKey(b []byte) (Key, error) {
 		k = MirrorKey(parts[1])
 	case parts[0] == "topic" && len(parts) == 3:
 		k = TopicKey(parts[1], parts[2])
+	case parts[0] == "rebuild" && len(parts) == 3:
+		k = RebuildKey(parts[1], parts[2])
 	case parts[0] == "partition" && len(parts) == 4:
 		p, err := strconv.ParseInt(parts[3], 10, 32)
 		if err != nil || strconv.FormatInt(p, 10) != parts[3] {
@@ -144,7 +158,7 @@ func ParseKey(b []byte) (Key, error) {
 		}
 		k = PartitionKey(parts[1], parts[2], int32(p))
 	default:
-		return Key{}, fmt.Errorf("%w %q: want mirror/<name>, topic/<mirror>/<topic> or partition/<mirror>/<topic>/<n>", ErrBadKey, b)
+		return Key{}, fmt.Errorf("%w %q: want mirror/<name>, topic/<mirror>/<topic>, partition/<mirror>/<topic>/<n> or rebuild/<mirror>/<topic>", ErrBadKey, b)
 	}
 	if err := k.Validate(); err != nil {
 		return Key{}, fmt.Errorf("key %q: %w", b, err)
