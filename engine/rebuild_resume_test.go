@@ -256,3 +256,34 @@ func topicExists(t *testing.T, e *env, topic string) bool {
 	d, ok := td[topic]
 	return ok && d.Err == nil
 }
+
+// TestForeignRecreatedDestinationFails: a destination topic deleted and
+// created again by someone else while no instance runs (no rebuild
+// record) is not taken for a rebuild's: the new owner fails the partitions,
+// non-retryable, naming both topic ids.
+func TestForeignRecreatedDestinationFails(t *testing.T) {
+	src, dst := enginetest.Pair(t)
+	e, adm := newStateEnvWith(t, src, dst, "fr", 1, fastCheckpoints)
+	enginetest.Produce(t, e.src.Client(t, enginetest.ProducerOpts("zstd", true)...), "fr", 1, 30, "a")
+	e.waitCaughtUp("fr")
+	oldID := topicID(t, e.dst, "fr")
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		recs := waitPersisted(t, adm, "fr", 1, partition.Mirroring, "one")
+		return recs[0].LastOffset == 29 && recs[0].DestTopicID == oldID, fmt.Sprintf("record %+v", recs[0])
+	})
+	e.eng.Close()
+	if err := e.dst.DeleteTopic("fr"); err != nil {
+		t.Fatal(err)
+	}
+	e.dst.CreateTopic(t, "fr", 1, nil)
+	newID := topicID(t, e.dst, "fr")
+	e.eng = e.joinInstance("two")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		for _, p := range e.partitions() {
+			if p.State == partition.Failed && !p.Retryable && strings.Contains(p.Error, newID) && strings.Contains(p.Error, oldID) {
+				return true, ""
+			}
+		}
+		return false, e.describe()
+	})
+}
