@@ -24,6 +24,9 @@ func (r *runner) align(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The destination topic the LME was mirrored into: the last one
+	// aligned on, or the one the partition record names.
+	prevDst := r.dst.topicID
 	r.src, r.dst = src, dst
 	r.stats.setTopicIDs(topicIDString(src.topicID), topicIDString(dst.topicID))
 	if id := r.m.srcMeta.clusterID(); id != r.m.sourceID {
@@ -43,7 +46,7 @@ func (r *runner) align(ctx context.Context) error {
 	}
 	r.stats.setSource(srcEnd, srcStart)
 	r.stats.setDestEnd(dstEnd)
-	a, err := r.anchor(ctx, dstEnd)
+	a, err := r.anchor(ctx, dstEnd, prevDst)
 	if err != nil {
 		return err
 	}
@@ -135,16 +138,26 @@ func (r *runner) batchBaseAt(ctx context.Context, offset int64) (int64, error) {
 // anchor returns the last offset known to be mirrored into the destination
 // partition: the partition's own LME, or in a failback the forward
 // mirror's (checkFailback). A destination topic rebuilt by this mirror since
-// the LME was taken holds none of it any more.
-func (r *runner) anchor(ctx context.Context, dstEnd int64) (anchor, error) {
+// the LME was taken (its rebuild record names the topic id, also for a new
+// owner) holds none of it any more. One recreated by anyone else lost
+// mirrored records: both ids are named. prevDst is the destination topic
+// id the LME was mirrored into, zero when unknown.
+func (r *runner) anchor(ctx context.Context, dstEnd int64, prevDst [16]byte) (anchor, error) {
 	fb, err := r.checkFailback(ctx, dstEnd)
 	if err != nil {
 		return anchor{}, err
 	}
 	last, epoch, _ := r.stats.lme()
-	if last >= 0 && dstEnd < last+1 && r.m.rebuiltAs(r.topic, r.dst.topicID) {
-		r.stats.forgetPosition()
-		last, epoch = -1, -1
+	if last >= 0 && dstEnd < last+1 {
+		switch {
+		case r.m.rebuiltAs(r.topic, r.dst.topicID):
+			r.stats.forgetPosition()
+			last, epoch = -1, -1
+		case prevDst != ([16]byte{}) && prevDst != r.dst.topicID:
+			return anchor{}, &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: last + 1, Actual: dstEnd,
+				Cause: fmt.Errorf("%w: destination topic %s has topic id %s, but offsets up to %d were mirrored into topic id %s: it was deleted and created again, not by a rebuild of mirror %s",
+					ErrDestinationLost, r.topic, topicIDString(r.dst.topicID), last, topicIDString(prevDst), r.m.cfg.Name)}
+		}
 	}
 	if last < 0 || fb.offset > last {
 		if fb.offset >= dstEnd {

@@ -376,6 +376,7 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 			if rec.WriterID > 0 {
 				init.writer = batch.Writer{ProducerID: rec.WriterID, ProducerEpoch: rec.WriterEpoch}
 			}
+			init.destTopic = parseTopicID(rec.DestTopicID)
 			for _, l := range rec.Lineage {
 				init.lineage = append(init.lineage, EpochStart{Epoch: l.Epoch, StartOffset: l.Start})
 			}
@@ -392,6 +393,12 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 	// With the source unreachable (or another cluster behind its
 	// bootstrap) the partitions are known from their records: a stop needs
 	// only the destination, and the others fail loudly in alignment.
+	// Before the runners start (and addTopic looks at the destination
+	// topic): a rebuild interrupted by the previous owner is theirs to
+	// continue.
+	if rb, ok := c.cat.Rebuilds[store.TopicRef{Mirror: t.Mirror, Topic: t.Topic}]; ok {
+		m.restoreRebuild(rb)
+	}
 	var known []int32
 	for _, r := range recs {
 		known = append(known, r.Partition)

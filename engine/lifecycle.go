@@ -245,6 +245,13 @@ func (r *runner) perform(ctx, wctx context.Context, work partition.Action, epoch
 	switch work.(type) {
 	case partition.StartAlignment:
 		mode := partition.AlignResume
+		// A rebuild recorded and not finished is finished first, by
+		// whichever partition of the topic aligns: the record is the
+		// operator's approval, and its topic may be half-way (deleted,
+		// not recreated).
+		if err = r.resumeRebuild(wctx); err != nil {
+			break
+		}
 		if err = r.align(wctx); err == nil {
 			if r.fillTo > r.pos || r.deleteTo > r.pos {
 				mode = partition.AlignFresh

@@ -17,6 +17,7 @@ import (
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
@@ -110,12 +111,14 @@ type mirror struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	fetchers map[fetchKey]*fetcher
-	topics   []string            // topics with runners, sorted; guarded by mu
-	peer     peerState           // the source cluster's __mirror_state, for failback
-	groups   []GroupSnapshot     // last group offset sync; guarded by mu
-	srcReach reach               // whether the source answers the watcher
-	rebuilds rebuildLocks        // one topic rebuild at a time
-	rebuilt  map[string][16]byte // destination topic ids this mirror's rebuilds created; guarded by mu
+	topics   []string        // topics with runners, sorted; guarded by mu
+	peer     peerState       // the source cluster's __mirror_state, for failback
+	groups   []GroupSnapshot // last group offset sync; guarded by mu
+	srcReach reach           // whether the source answers the watcher
+	rebuilds rebuildLocks    // one topic rebuild at a time
+	// rebuildRecs are the topics' rebuild records: the last one written
+	// (or, in a new owner, read from __mirror_state). Guarded by mu.
+	rebuildRecs map[string]store.RebuildRecord
 	// srcTopicIDs are the source topic ids the topics were mirrored
 	// from (recorded in the partition records); guarded by mu.
 	srcTopicIDs map[string][16]byte
@@ -227,6 +230,7 @@ type runnerInit struct {
 	lastEpoch  int32
 	lineage    []EpochStart
 	writer     batch.Writer // the writer identity last recorded (producer id 0: none), for verification
+	destTopic  [16]byte     // the destination topic id last recorded (zero: unknown)
 }
 
 // partitionSetup says how the runner of partition p starts.
@@ -237,7 +241,19 @@ type partitionSetup func(p int32) runnerInit
 // be reached and known lists the topic's partitions (from their records),
 // runners start for those: stopping needs only the destination.
 func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetup, persist *stateSink, known []int32) error {
-	parts, err := m.sourcePartitions(ctx, topic)
+	var parts []int32
+	var err error
+	if rec, ok := m.rebuildRecord(topic); ok && rec.Step == store.RebuildDeleted {
+		// A rebuild deleted the topic and did not recreate it: the
+		// first runner recreates it from the record (resumeRebuild),
+		// not this from the source, which may not answer, and whose
+		// topic the rebuild's checks were not made for.
+		for p := range rec.Partitions {
+			parts = append(parts, p)
+		}
+	} else {
+		parts, err = m.sourcePartitions(ctx, topic)
+	}
 	if err != nil && (errors.Is(err, errTopicStopped) || m.topicStopped(topic)) {
 		// A failed-over topic is the destination's: its runners only
 		// hold STOPPED, for the partitions the destination has, whatever
@@ -273,6 +289,9 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		if init.writer.ProducerID > 0 {
 			r.writer = init.writer
 		}
+		// Kept until alignment: a record written before it names the
+		// topic the LME was mirrored into, not none.
+		r.dst.topicID = init.destTopic
 		if len(init.txns) > 0 {
 			r.rarely().restoredTxns = init.txns
 		}
@@ -525,26 +544,7 @@ func (e *Engine) ensureTopicsWith(ctx context.Context, srcCfgs kadm.ResourceConf
 	rf := int16(min(3, len(dstMeta.brokers)))
 	for _, t := range topics {
 		parts := len(meta.topics[t].partitions)
-		want := map[string]*string{
-			"compression.type":       kadm.StringPtr("producer"),
-			"message.timestamp.type": kadm.StringPtr("CreateTime"),
-		}
-		if rc, err := srcCfgs.On(t, nil); err == nil {
-			for _, c := range rc.Configs {
-				switch c.Key {
-				case "max.message.bytes", "cleanup.policy":
-					if c.Value != nil {
-						want[c.Key] = kadm.StringPtr(*c.Value)
-					}
-				}
-			}
-		}
-		if mb, ok := want["max.message.bytes"]; ok {
-			// Filler and mirrored batches must fit whatever the source accepted.
-			if n, err := strconv.Atoi(*mb); err == nil && n < 1<<20 {
-				want["max.message.bytes"] = kadm.StringPtr(strconv.Itoa(1 << 20))
-			}
-		}
+		want := topicCreateConfigs(srcCfgs, t)
 		dt, exists := dstMeta.topics[t]
 		if !exists || dt.err != nil {
 			resp, err := e.dst.adm.CreateTopic(ctx, int32(parts), rf, want, t)
@@ -581,6 +581,33 @@ func (e *Engine) ensureTopicsWith(ctx context.Context, srcCfgs kadm.ResourceConf
 		}
 	}
 	return nil
+}
+
+// topicCreateConfigs are the configs a destination topic is created with:
+// those byte-for-byte mirroring needs, and the source's size limit and
+// cleanup policy.
+func topicCreateConfigs(srcCfgs kadm.ResourceConfigs, t string) map[string]*string {
+	want := map[string]*string{
+		"compression.type":       kadm.StringPtr("producer"),
+		"message.timestamp.type": kadm.StringPtr("CreateTime"),
+	}
+	if rc, err := srcCfgs.On(t, nil); err == nil {
+		for _, c := range rc.Configs {
+			switch c.Key {
+			case "max.message.bytes", "cleanup.policy":
+				if c.Value != nil {
+					want[c.Key] = kadm.StringPtr(*c.Value)
+				}
+			}
+		}
+	}
+	if mb, ok := want["max.message.bytes"]; ok {
+		// Filler and mirrored batches must fit whatever the source accepted.
+		if n, err := strconv.Atoi(*mb); err == nil && n < 1<<20 {
+			want["max.message.bytes"] = kadm.StringPtr(strconv.Itoa(1 << 20))
+		}
+	}
+	return want
 }
 
 // fetcherIndex spreads partitions of one broker over the mirror's fetchers.

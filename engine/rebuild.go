@@ -4,49 +4,64 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
+	"github.com/kmirror/kmirror/engine/store"
 )
 
 // rebuildLocks serialises topic rebuilds within a mirror: the first
-// diverged partition rebuilds the whole topic, the others find it aligned.
+// diverged partition rebuilds the whole topic (or continues its recorded
+// rebuild), the others find it aligned.
 type rebuildLocks struct {
 	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	locks map[string]chan struct{}
 }
 
-func (l *rebuildLocks) lock(topic string) *sync.Mutex {
+// lock takes the topic's rebuild lock, or gives up when ctx ends: a
+// runner waiting for another partition's rebuild must still stop.
+func (l *rebuildLocks) lock(ctx context.Context, topic string) (unlock func(), err error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.locks == nil {
-		l.locks = map[string]*sync.Mutex{}
+		l.locks = map[string]chan struct{}{}
 	}
-	mu, ok := l.locks[topic]
+	ch, ok := l.locks[topic]
 	if !ok {
-		mu = &sync.Mutex{}
-		l.locks[topic] = mu
+		ch = make(chan struct{}, 1)
+		l.locks[topic] = ch
 	}
-	return mu
+	l.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the rebuild of %s: %w", topic, ctx.Err())
+	}
 }
 
 // rebuild is the operator-approved remedy for a diverged destination: no
 // client can truncate a partition's tail, so the destination-only records
 // of every partition are copied to a quarantine topic (nothing is silently
 // destroyed), the destination topic is deleted and recreated, and the
-// partitions are mirrored again from the source. It ends with the
-// requesting partition aligned on the fresh topic.
+// partitions are mirrored again from the source. Every step is recorded
+// first (rebuild_steps.go). It ends with the requesting partition aligned
+// on the fresh topic.
 func (r *runner) rebuild(ctx context.Context) error {
-	mu := r.m.rebuilds.lock(r.topic)
-	mu.Lock()
-	defer mu.Unlock()
-	err := r.align(ctx)
+	unlock, err := r.m.rebuilds.lock(ctx, r.topic)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// An interrupted rebuild is finished before a new one is planned:
+	// its quarantine already holds the destination-only records.
+	if err := r.continueRecorded(ctx); err != nil {
+		return err
+	}
+	err = r.align(ctx)
 	if err == nil {
 		return nil // another partition's rebuild already recreated the topic
 	}
@@ -67,12 +82,22 @@ func (r *runner) rebuild(ctx context.Context) error {
 	case errors.As(err, &mm):
 		from[r.partition] = mm.At
 	}
-	q, n, err := r.m.quarantineAndRecreate(ctx, r.topic, from)
+	rec, err := r.m.quarantineAndRecreate(ctx, r.topic, from, r.persist)
 	if err != nil {
 		return fmt.Errorf("rebuild %s: %w", r.topic, err)
 	}
+	r.rebuilt(rec)
+	return r.align(ctx)
+}
+
+// rebuilt is the end of a rebuild for the runner that finished it.
+func (r *runner) rebuilt(rec store.RebuildRecord) {
+	var n int64
+	for _, rg := range rec.Ranges {
+		n += rg.Copied
+	}
 	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, -1,
-		fmt.Sprintf("rebuilt %s: %d destination-only records quarantined in %s; mirroring again from the source", r.topic, n, q))
+		fmt.Sprintf("rebuilt %s: %d destination-only records quarantined in %s; mirroring again from the source", r.topic, n, rec.Quarantine))
 	// The recreated topic has no transaction of ours, also none that the
 	// destination aborted: forget them, or the next alignment would
 	// restore them and fail again.
@@ -82,35 +107,6 @@ func (r *runner) rebuild(ctx context.Context) error {
 	}
 	r.openTxns = 0 // the next status write (at the transition out of alignment) records none
 	r.stats.setOpenTxns(0)
-	// The topic's partitions realign on an empty topic: their LMEs name
-	// offsets of the deleted one.
-	rt, err := r.m.destRoute(ctx, r.topic, r.partition, r.m.e.now())
-	if err != nil {
-		return fmt.Errorf("rebuild %s: %w", r.topic, err)
-	}
-	r.m.markRebuilt(r.topic, rt.topicID)
-	return r.align(ctx)
-}
-
-// markRebuilt records that this mirror's rebuild created the destination
-// topic with id id.
-func (m *mirror) markRebuilt(topic string, id [16]byte) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.rebuilt == nil {
-		m.rebuilt = make(map[string][16]byte)
-	}
-	m.rebuilt[topic] = id
-}
-
-// rebuiltAs reports whether the destination topic with id id was created
-// by this mirror's rebuild: the LMEs taken before it name offsets it does
-// not hold, and that is no loss.
-func (m *mirror) rebuiltAs(topic string, id [16]byte) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	got, ok := m.rebuilt[topic]
-	return ok && got == id
 }
 
 // divergedRange returns the destination-only offsets [from, to) of one
@@ -138,80 +134,10 @@ func (m *mirror) divergedRange(ctx context.Context, topic string, p int32) (from
 	return min(from, dstEnd), dstEnd, nil
 }
 
-// quarantineAndRecreate copies every partition's destination-only records
-// to a quarantine topic (same partition, keys, values, headers and
-// timestamps), then deletes and recreates the topic. Nothing is deleted
-// unless, first, both clusters answered everything the recreate needs
-// (partition count, configs) and every diverged partition's quarantine
-// copy is complete: a rebuild interrupted anywhere leaves the destination
-// topic in place, or recreated from what was fetched before the delete.
-// from gives partitions whose divergence point is already known.
-func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from map[int32]int64) (string, int, error) {
-	plan, err := m.rebuildPlan(ctx, topic, from)
-	if err != nil {
-		return "", 0, fmt.Errorf("nothing deleted: %w", err)
-	}
-	q, err := m.createQuarantine(ctx, topic, plan.parts)
-	if err != nil {
-		return "", 0, fmt.Errorf("nothing deleted: %w", err)
-	}
-	total := 0
-	for p, rg := range plan.ranges {
-		if rg.to <= rg.from {
-			continue
-		}
-		n, err := m.copyRange(ctx, topic, q, p, rg.from, rg.to)
-		total += n
-		if err != nil {
-			return q, total, fmt.Errorf("nothing deleted: %w", err)
-		}
-		// The copy skips transaction markers, so the count to check is
-		// what the quarantine partition holds against what was copied.
-		_, end, err := m.e.dst.offsets(ctx, q, p)
-		if err != nil {
-			return q, total, fmt.Errorf("nothing deleted: count quarantine %s/%d: %w", q, p, err)
-		}
-		if end != int64(n) {
-			return q, total, fmt.Errorf("nothing deleted: quarantine %s/%d holds %d records, %d were copied from %s/%d [%d, %d)", q, p, end, n, topic, p, rg.from, rg.to)
-		}
-	}
-	// Checked right before the delete: a stop may have landed, or the
-	// source topic been recreated, during the copy.
-	if m.topicStopped(topic) {
-		return q, total, fmt.Errorf("nothing deleted: %w", errTopicStopped)
-	}
-	if err := m.checkSourceTopicID(topic, -1, plan.srcID); err != nil {
-		return q, total, fmt.Errorf("nothing deleted: %w", err)
-	}
-	dresp, err := m.e.dst.adm.DeleteTopics(ctx, topic)
-	if err == nil {
-		err = dresp.Error()
-	}
-	if err != nil {
-		return q, total, fmt.Errorf("delete destination topic %s: %w", topic, err)
-	}
-	// From here the destination lacks the topic until it is recreated:
-	// recreate it from what was fetched before the delete, without asking
-	// the source again, retrying while the destination does not answer.
-	b := backoff.Backoff{Policy: backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}}
-	for {
-		err = m.e.ensureTopicsWith(ctx, plan.srcCfgs, plan.srcMeta, []string{topic})
-		if err == nil || ctx.Err() != nil || b.Attempt() >= 10 {
-			break
-		}
-		if backoff.Sleep(ctx, b.Next(rand.Float64)) != nil {
-			break
-		}
-	}
-	if err != nil {
-		return q, total, fmt.Errorf("recreate destination topic %s (alignment creates it again): %w", topic, err)
-	}
-	return q, total, nil
-}
-
 // rebuildPlan is what a rebuild fetches before it writes anything.
 type rebuildPlan struct {
-	parts   int32
+	parts   int32 // the destination topic's, which the quarantine copies
+	dstID   [16]byte
 	srcMeta clusterMeta
 	srcCfgs kadm.ResourceConfigs
 	srcID   [16]byte
@@ -226,11 +152,15 @@ type offsetRange struct{ from, to int64 }
 // answering fails the rebuild before anything is written.
 func (m *mirror) rebuildPlan(ctx context.Context, topic string, from map[int32]int64) (rebuildPlan, error) {
 	var plan rebuildPlan
-	dparts, err := m.destPartitions(ctx, topic)
+	dmeta, err := m.e.dst.metadata(ctx, []string{topic})
 	if err != nil {
-		return plan, err
+		return plan, fmt.Errorf("destination topic %s: %w", topic, err)
 	}
-	plan.parts = int32(len(dparts))
+	dtm, ok := dmeta.topics[topic]
+	if !ok || dtm.err != nil || len(dtm.partitions) == 0 {
+		return plan, fmt.Errorf("destination topic %s: not found (%v)", topic, dtm.err)
+	}
+	plan.parts, plan.dstID = int32(len(dtm.partitions)), dtm.id
 	if plan.srcMeta, err = m.src.metadata(ctx, []string{topic}); err != nil {
 		return plan, fmt.Errorf("source topic %s: %w", topic, err)
 	}
@@ -295,36 +225,34 @@ func (m *mirror) sourceEpochEnd(ctx context.Context, topic string, p int32) (int
 	return o.EndOffset, true, nil
 }
 
-// createQuarantine creates a fresh quarantine topic for topic,
-// <topic>.kmirror-quarantine-<time>-<mirror>: the name says where its
-// records come from. -2, -3 … are appended while the name is taken
-// (copying into a topic an interrupted attempt already filled would
-// quarantine its records twice). It keeps its records until an operator
-// deletes it (retention.ms=-1, no size limit, never compacted).
-func (m *mirror) createQuarantine(ctx context.Context, topic string, parts int32) (string, error) {
-	base := fmt.Sprintf("%s.kmirror-quarantine-%s-%s", topic, m.e.now().UTC().Format("20060102T150405.000"), m.cfg.Name)
-	keep := map[string]*string{"retention.ms": kadm.StringPtr("-1"), "retention.bytes": kadm.StringPtr("-1"), "cleanup.policy": kadm.StringPtr("delete")}
-	for n := 1; ; n++ {
-		q := base
-		if n > 1 {
-			q = fmt.Sprintf("%s-%d", base, n)
-		}
-		resp, err := m.e.dst.adm.CreateTopic(ctx, parts, -1, keep, q)
-		if err == nil {
-			err = resp.Err
-		}
-		if err == nil {
-			return q, nil
-		}
-		if !errors.Is(err, kerr.TopicAlreadyExists) || n == 100 {
-			return "", fmt.Errorf("create quarantine topic %s: %w", q, err)
-		}
+// quarantineChunk is the most records one quarantine write carries.
+var quarantineChunk = func() *atomic.Int64 { var n atomic.Int64; n.Store(1000); return &n }()
+
+// Points where a test can interrupt a rebuild (export_test.go).
+const (
+	rebuildFaultPlanned     = "planned"     // the plan recorded, before the quarantine is created
+	rebuildFaultCopy        = "copy"        // before each quarantine write
+	rebuildFaultQuarantined = "quarantined" // before the delete
+	rebuildFaultDeleted     = "deleted"     // after the delete, before the recreate
+)
+
+// rebuildFault is the test's interruption of a rebuild: a non-nil error
+// returned at a point fails the rebuild there. Nil in production.
+var rebuildFault atomic.Pointer[func(point string) error]
+
+func faultAt(point string) error {
+	if f := rebuildFault.Load(); f != nil {
+		return (*f)(point)
 	}
+	return nil
 }
 
-// copyRange copies records [from, to) of one destination partition into
-// the same partition of the quarantine topic.
-func (m *mirror) copyRange(ctx context.Context, topic, q string, p int32, from, to int64) (int, error) {
+// copyRange copies the data records [from, to) of one destination
+// partition into the same partition of the quarantine topic, but for the
+// first skip of them (an interrupted copy left those there already). It
+// returns how many data records the range holds: what the quarantine
+// partition must hold once the copy is complete.
+func (m *mirror) copyRange(ctx context.Context, topic, q string, p int32, from, to, skip int64) (int64, error) {
 	base := append([]kgo.Opt{kgo.SeedBrokers(m.e.cfg.Destination...), kgo.ClientID(m.e.cfg.Instance + "-quarantine")}, m.e.cfg.DestinationOpts...)
 	// Control records are kept so the read knows it reached the end even
 	// when the range closes with a transaction marker; they are not copied.
@@ -334,35 +262,45 @@ func (m *mirror) copyRange(ctx context.Context, topic, q string, p int32, from, 
 		return 0, err
 	}
 	defer cons.Close()
-	prod, err := kgo.NewClient(append(base, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	// One request at a time: what lands is always a prefix of the range,
+	// so the quarantine's count says where an interrupted copy goes on.
+	prod, err := kgo.NewClient(append(base, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxProduceRequestsInflightPerBroker(1))...)
 	if err != nil {
 		return 0, err
 	}
 	defer prod.Close()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	n := 0
+	var seen int64
 	for {
 		fs := cons.PollFetches(cctx)
 		if err := fs.Err(); err != nil {
-			return n, fmt.Errorf("read %s/%d for quarantine: %w", topic, p, err)
+			return seen, fmt.Errorf("read %s/%d for quarantine: %w", topic, p, err)
 		}
 		var batch []*kgo.Record
 		last := int64(-1)
 		fs.EachRecord(func(r *kgo.Record) {
 			last = r.Offset
 			if r.Offset < to && !r.Attrs.IsControl() {
-				batch = append(batch, &kgo.Record{Topic: q, Partition: p, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp})
+				if seen++; seen > skip {
+					batch = append(batch, &kgo.Record{Topic: q, Partition: p, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp})
+				}
 			}
 		})
-		if len(batch) > 0 {
-			if err := prod.ProduceSync(cctx, batch...).FirstErr(); err != nil {
-				return n, fmt.Errorf("write quarantine %s/%d: %w", q, p, err)
+		// In chunks: a request stays small whatever one fetch brought,
+		// and an interrupted copy leaves a prefix.
+		for len(batch) > 0 {
+			if err := faultAt(rebuildFaultCopy); err != nil {
+				return seen, fmt.Errorf("write quarantine %s/%d: %w", q, p, err)
 			}
-			n += len(batch)
+			n := min(len(batch), int(quarantineChunk.Load()))
+			if err := prod.ProduceSync(cctx, batch[:n]...).FirstErr(); err != nil {
+				return seen, fmt.Errorf("write quarantine %s/%d: %w", q, p, err)
+			}
+			batch = batch[n:]
 		}
 		if last >= to-1 {
-			return n, nil
+			return seen, nil
 		}
 	}
 }

@@ -23,6 +23,7 @@ type Catalog struct {
 	Topics     map[TopicRef]TopicDesired
 	Partitions map[PartitionRef]PartitionRecord
 	Instances  map[string]InstanceHeartbeat // the latest heartbeat of each instance
+	Rebuilds   map[TopicRef]RebuildRecord
 }
 
 // NewCatalog returns an empty catalog.
@@ -32,6 +33,7 @@ func NewCatalog() *Catalog {
 		Topics:     make(map[TopicRef]TopicDesired),
 		Partitions: make(map[PartitionRef]PartitionRecord),
 		Instances:  make(map[string]InstanceHeartbeat),
+		Rebuilds:   make(map[TopicRef]RebuildRecord),
 	}
 }
 
@@ -74,6 +76,13 @@ func (c *Catalog) Apply(key, value []byte) (Key, bool, error) {
 		} else {
 			c.Instances[k.Instance] = v.(InstanceHeartbeat)
 		}
+	case KindRebuild:
+		ref := TopicRef{k.Mirror, k.Topic}
+		if v == nil {
+			delete(c.Rebuilds, ref)
+		} else {
+			c.Rebuilds[ref] = v.(RebuildRecord)
+		}
 	case KindNone:
 	}
 	return k, true, nil
@@ -93,6 +102,9 @@ func (c *Catalog) Clone() *Catalog {
 	}
 	for k, v := range c.Instances {
 		out.Instances[k] = v
+	}
+	for k, v := range c.Rebuilds {
+		out.Rebuilds[k] = v
 	}
 	return out
 }

@@ -68,8 +68,15 @@ func FuzzDecodeInstance(f *testing.F) {
 	fuzzRoundTrip(f, DecodeInstance, EncodeInstance)
 }
 
+func FuzzDecodeRebuild(f *testing.F) {
+	seed(f, "rebuild.json", `{"v":1,"mirror":"m","topic":"t","step":"deleted","quarantine":"q","partitions":1}`,
+		`{"v":1,"mirror":"m","topic":"t","step":"quarantined","quarantine":"q","partitions":1,"ranges":[{"partition":0,"from":3,"to":5,"copied":2}]}`,
+		`{"v":1,"mirror":"m","topic":"t","step":"later","quarantine":"q","partitions":1}`)
+	fuzzRoundTrip(f, DecodeRebuild, EncodeRebuild)
+}
+
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{"mirror/a-to-b", "instance/host-1-77", "instance/", "instance/a/b", "topic/m/t.x_y", "partition/m/t/12", "partition/m/t/012", "topic//", "a/b/c/d/e"} {
+	for _, s := range []string{"mirror/a-to-b", "instance/host-1-77", "instance/", "instance/a/b", "rebuild/m/t", "topic/m/t.x_y", "partition/m/t/12", "partition/m/t/012", "topic//", "a/b/c/d/e"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

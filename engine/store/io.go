@@ -129,6 +129,15 @@ func (w *Writer) PutTopic(ctx context.Context, t TopicDesired) error {
 	return w.Put(ctx, TopicKey(t.Mirror, t.Topic), b)
 }
 
+// PutRebuild writes a rebuild record.
+func (w *Writer) PutRebuild(ctx context.Context, r RebuildRecord) error {
+	b, err := EncodeRebuild(r)
+	if err != nil {
+		return err
+	}
+	return w.Put(ctx, RebuildKey(r.Mirror, r.Topic), b)
+}
+
 // PutMirror writes a mirror definition.
 func (w *Writer) PutMirror(ctx context.Context, d MirrorDef) error {
 	b, err := EncodeMirror(d)

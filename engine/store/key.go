@@ -37,6 +37,7 @@ const (
 	KindTopic             // topic/<mirror>/<topic>
 	KindPartition         // partition/<mirror>/<topic>/<partition>
 	KindInstance          // instance/<id>: an instance's heartbeat
+	KindRebuild           // rebuild/<mirror>/<topic>
 )
 
 // String returns the key's first path segment.
@@ -52,6 +53,8 @@ func (k KeyKind) String() string {
 		return "partition"
 	case KindInstance:
 		return "instance"
+	case KindRebuild:
+		return "rebuild"
 	}
 	return fmt.Sprintf("KeyKind(%d)", int8(k))
 }
@@ -81,6 +84,11 @@ func PartitionKey(mirror, topic string, p int32) Key {
 // InstanceKey addresses the heartbeat of one kmirror instance.
 func InstanceKey(id string) Key { return Key{Kind: KindInstance, Instance: id} }
 
+// RebuildKey addresses the progress record of a topic's rebuild.
+func RebuildKey(mirror, topic string) Key {
+	return Key{Kind: KindRebuild, Mirror: mirror, Topic: topic}
+}
+
 // String returns the key as stored, e.g. "partition/a-to-b/orders/3". It does
 // not validate; use Validate before producing.
 func (k Key) String() string {
@@ -93,6 +101,8 @@ func (k Key) String() string {
 		return "partition/" + k.Mirror + "/" + k.Topic + "/" + strconv.FormatInt(int64(k.Partition), 10)
 	case KindInstance:
 		return "instance/" + k.Instance
+	case KindRebuild:
+		return "rebuild/" + k.Mirror + "/" + k.Topic
 	case KindNone:
 	}
 	return ""
@@ -106,7 +116,7 @@ func (k Key) Validate() error {
 	switch k.Kind {
 	case KindMirror:
 		return wrapName("mirror", k.Mirror)
-	case KindTopic, KindPartition:
+	case KindTopic, KindPartition, KindRebuild:
 		if err := wrapName("mirror", k.Mirror); err != nil {
 			return err
 		}
@@ -131,7 +141,9 @@ func wrapName(what, name string) error {
 	return nil
 }
 
-// Shard returns the __mirror_state partition the key is produced to.
+// Shard returns the __mirror_state partition the key is produced to: a
+// rebuild record lives with its topic's records, so the topic's owner
+// reads it before it runs the topic.
 func (k Key) Shard() int32 {
 	switch k.Kind {
 	case KindMirror:
@@ -156,6 +168,8 @@ func ParseKey(b []byte) (Key, error) {
 		k = InstanceKey(parts[1])
 	case parts[0] == "topic" && len(parts) == 3:
 		k = TopicKey(parts[1], parts[2])
+	case parts[0] == "rebuild" && len(parts) == 3:
+		k = RebuildKey(parts[1], parts[2])
 	case parts[0] == "partition" && len(parts) == 4:
 		p, err := strconv.ParseInt(parts[3], 10, 32)
 		if err != nil || strconv.FormatInt(p, 10) != parts[3] {
@@ -163,7 +177,7 @@ func ParseKey(b []byte) (Key, error) {
 		}
 		k = PartitionKey(parts[1], parts[2], int32(p))
 	default:
-		return Key{}, fmt.Errorf("%w %q: want mirror/<name>, topic/<mirror>/<topic>, partition/<mirror>/<topic>/<n> or instance/<id>", ErrBadKey, b)
+		return Key{}, fmt.Errorf("%w %q: want mirror/<name>, topic/<mirror>/<topic>, partition/<mirror>/<topic>/<n>, instance/<id> or rebuild/<mirror>/<topic>", ErrBadKey, b)
 	}
 	if err := k.Validate(); err != nil {
 		return Key{}, fmt.Errorf("key %q: %w", b, err)

@@ -14,6 +14,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		PartitionKey("a-to-b", "orders", 0),
 		PartitionKey("m", "__consumer_offsets-like", 2147483647),
 		InstanceKey("dr-host-2-4411"),
+		RebuildKey("a-to-b", "orders.v2_EU"),
 	}
 	for _, k := range keys {
 		b := k.Bytes()
@@ -45,6 +46,9 @@ func TestParseKeyRejects(t *testing.T) {
 		{"partition/m/t/2147483648", "canonical"},
 		{"partition/m/t/x", "canonical"},
 		{"topic/m/" + strings.Repeat("x", 250), "longer than 249"},
+		{"rebuild/m", "want mirror/"},
+		{"rebuild/m/t/0", "want mirror/"},
+		{"rebuild//t", "empty"},
 	}
 	for _, tt := range tests {
 		_, err := ParseKey([]byte(tt.key))

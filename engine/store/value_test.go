@@ -72,6 +72,22 @@ func sampleInstance() InstanceHeartbeat {
 	}
 }
 
+func sampleRebuild() RebuildRecord {
+	return RebuildRecord{
+		Mirror: "a-to-b", Topic: "orders.eu_v2", Step: RebuildPlanned,
+		Quarantine: "orders.eu_v2.kmirror-quarantine-20250301T120000.000-a-to-b",
+		Partitions: 3,
+		Configs:    map[string]string{"cleanup.policy": "delete", "compression.type": "producer", "message.timestamp.type": "CreateTime"},
+		Ranges: []RebuildRange{
+			{Partition: 0, From: 30, To: 50, Copied: 20, Checked: true},
+			{Partition: 1, From: 50, To: 50, Checked: true},
+			{Partition: 2, From: 10, To: 50, Copied: 12},
+		},
+		SourceTopicID: "tUwTdXIdRXyx3YOSi5_xmg", ReplacedTopicID: "nB7b1oF2R8uTn7vNd0bS7A",
+		Owner: "kmirror-7f9c", StartedAt: when, UpdatedAt: when.Add(3 * time.Second),
+	}
+}
+
 type golden struct {
 	file   string
 	want   any
@@ -93,6 +109,9 @@ func goldens() []golden {
 		{"v1/instance.json", sampleInstance(),
 			func() ([]byte, error) { return EncodeInstance(sampleInstance()) },
 			func(b []byte) (any, error) { return DecodeInstance(b) }},
+		{"v1/rebuild.json", sampleRebuild(),
+			func() ([]byte, error) { return EncodeRebuild(sampleRebuild()) },
+			func(b []byte) (any, error) { return DecodeRebuild(b) }},
 	}
 }
 
@@ -387,4 +406,77 @@ func TestCatalogInstances(t *testing.T) {
 	if _, _, err := c.Apply(InstanceKey("old").Bytes(), nil); err != nil || len(c.Instances) != 1 {
 		t.Errorf("tombstone: %v, %d left", err, len(c.Instances))
 	}
+}
+
+// TestRebuildRecord: every step round-trips by name through Decode and the
+// catalog; records that would mislead a resume are refused both ways.
+func TestRebuildRecord(t *testing.T) {
+	cat := NewCatalog()
+	for s := RebuildPlanned; s <= RebuildAbandoned; s++ {
+		r := sampleRebuild()
+		r.Step = s
+		if s >= RebuildQuarantined {
+			r.Ranges[2].Copied, r.Ranges[2].Checked = 40, true
+		}
+		if s >= RebuildRecreated {
+			r.DestTopicID = "AAAAAAAAAAAAAAAAAAAAAA"
+		}
+		b, err := EncodeRebuild(r)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if !bytes.Contains(b, []byte(`"step":"`+s.String()+`"`)) {
+			t.Errorf("%s encodes as %s", s, b)
+		}
+		if _, ok, err := cat.Apply(RebuildKey(r.Mirror, r.Topic).Bytes(), b); err != nil || !ok {
+			t.Fatalf("%s: apply %v", s, err)
+		}
+		if got := cat.Rebuilds[TopicRef{r.Mirror, r.Topic}]; !reflect.DeepEqual(got, r) {
+			t.Errorf("%s: catalog holds %+v", s, got)
+		}
+	}
+	if !RebuildDone.Finished() || !RebuildAbandoned.Finished() || RebuildDeleted.Finished() {
+		t.Error("Finished")
+	}
+	if got := cat.Clone().Rebuilds; len(got) != 1 {
+		t.Errorf("clone holds %d rebuilds", len(got))
+	}
+	if _, _, err := cat.Apply(RebuildKey("a-to-b", "orders.eu_v2").Bytes(), nil); err != nil || len(cat.Rebuilds) != 0 {
+		t.Errorf("tombstone: %v, %d left", err, len(cat.Rebuilds))
+	}
+	bad := map[string]func(*RebuildRecord){
+		"no step":               func(r *RebuildRecord) { r.Step = RebuildNone },
+		"no quarantine":         func(r *RebuildRecord) { r.Quarantine = "" },
+		"no partitions":         func(r *RebuildRecord) { r.Partitions = 0 },
+		"backwards range":       func(r *RebuildRecord) { r.Ranges[0].To = 10 },
+		"repeated partition":    func(r *RebuildRecord) { r.Ranges[1].Partition = 0 },
+		"more copied than held": func(r *RebuildRecord) { r.Ranges[0].Copied = 21 },
+		"quarantined unchecked": func(r *RebuildRecord) { r.Step = RebuildQuarantined },
+	}
+	for name, edit := range bad {
+		r := sampleRebuild()
+		edit(&r)
+		if _, err := EncodeRebuild(r); err == nil {
+			t.Errorf("%s: encoded", name)
+		}
+		b, _ := json.Marshal(rebuildV1{V: Version, RebuildRecord: r})
+		if _, err := DecodeRebuild(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: decode gave %v, want ErrMalformed", name, err)
+		}
+	}
+	if _, err := DecodeRebuild([]byte(`{"v":1,"mirror":"m","topic":"t","step":"later","quarantine":"q","partitions":1}`)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("unknown step: %v", err)
+	}
+	if _, _, err := Decode(RebuildKey("a-to-b", "other").Bytes(), mustEncodeRebuild(t, sampleRebuild())); !errors.Is(err, ErrMalformed) {
+		t.Errorf("value under the wrong key: %v", err)
+	}
+}
+
+func mustEncodeRebuild(t *testing.T, r RebuildRecord) []byte {
+	t.Helper()
+	b, err := EncodeRebuild(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
