@@ -26,20 +26,22 @@ import (
 // and --recover write; none when read-only. It publishes Snapshot values
 // like an Engine, so the console renders either.
 type Observer struct {
-	cfg   ObserverConfig
-	log   *slog.Logger
-	now   func() time.Time
-	dst   *cluster
-	rd    *kgo.Client   // the __mirror_state reader
-	w     *store.Writer // nil when read-only
-	wcl   *kgo.Client
-	recs  chan []*kgo.Record
-	snap  atomic.Pointer[Snapshot]
-	evs   *eventQueue
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	close sync.Once
+	cfg  ObserverConfig
+	log  *slog.Logger
+	now  func() time.Time
+	dst  *cluster
+	rd   *kgo.Client   // the __mirror_state reader
+	w    *store.Writer // nil when read-only
+	wcl  *kgo.Client
+	recs chan []*kgo.Record
+	snap atomic.Pointer[Snapshot]
+	// refreshes counts completed looks, published or not.
+	refreshes atomic.Int64
+	evs       *eventQueue
+	ctx       context.Context
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	close     sync.Once
 }
 
 // ObserverConfig configures an Observer.
@@ -54,8 +56,11 @@ type ObserverConfig struct {
 	// that does not answer costs a refresh of that mirror, never the
 	// others' or the console's.
 	PollTimeout time.Duration
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// Ticks, when set, replaces Interval: the observer refreshes once per
+	// value received (tests count refreshes with it).
+	Ticks  <-chan time.Time
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // ErrReadOnly: the observer was started read-only and records no command.
@@ -205,6 +210,10 @@ func (o *Observer) loop(ctx context.Context) {
 	st := newObserveState()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	ticks := o.cfg.Ticks
+	if ticks != nil {
+		timer.Stop()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -215,14 +224,24 @@ func (o *Observer) loop(ctx context.Context) {
 			}
 			o.apply(st, recs)
 		case <-timer.C:
-			o.drain(st)
-			if snap, ok := o.refresh(ctx, st); ok {
-				o.snap.Store(&snap)
-			}
+			o.refreshOnce(ctx, st)
 			timer.Reset(o.cfg.Interval)
+		case <-ticks:
+			o.refreshOnce(ctx, st)
 		}
 	}
 }
+
+func (o *Observer) refreshOnce(ctx context.Context, st *observeState) {
+	o.drain(st)
+	if snap, ok := o.refresh(ctx, st); ok {
+		o.snap.Store(&snap)
+	}
+	o.refreshes.Add(1)
+}
+
+// Refreshes counts the looks taken at the clusters so far.
+func (o *Observer) Refreshes() int64 { return o.refreshes.Load() }
 
 // drain applies the records already read, so a refresh sees them.
 func (o *Observer) drain(st *observeState) {
