@@ -32,11 +32,12 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	instance := fs.String("instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's name, shown as the owner of its partitions")
 	heartbeat := fs.Duration("heartbeat-interval", engine.DefaultHeartbeatInterval, "how often this instance writes its heartbeat to __mirror_state; readers call it lost after 3 intervals")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; port 0 picks one)")
-	var readOnly, drillOn *bool
+	var readOnly, drillOn, withInstance *bool
 	var theme, logFile, drillMirror, report *string
 	var stepTimeout *time.Duration
 	if console {
-		readOnly = fs.Bool("read-only", false, "watch only: no action keys")
+		readOnly = fs.Bool("read-only", false, "watch only: no action keys, and nothing is written to the destination")
+		withInstance = fs.Bool("run-instance", false, "also run a mirroring instance in this process (it joins the instance group and takes shards; q asks before stopping them); by default the console only observes")
 		theme = fs.String("theme", "dark", "dark, light or high-contrast (NO_COLOR is respected)")
 		logFile = fs.String("log-file", filepath.Join(os.TempDir(), "kmirror-console.log"), "where the engine writes its log")
 		drillOn = fs.Bool("drill", false, "show the guided DR drill panel for a mirror on this destination: you take the source down and move the clients, the drill measures")
@@ -69,6 +70,13 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		return exitFail
 	}
 	destTLS, destSASL, _ := engine.SecurityParts(security) // the same settings, for kmirror's own produce connections
+	if console && !*withInstance && *drillOn {
+		*withInstance = true // the drill stops the mirror through the instance it runs
+	}
+	if console && *withInstance && *readOnly {
+		fmt.Fprintf(stderr, "kmirror console: --run-instance mirrors and writes, so it cannot be --read-only\n")
+		return exitUsage
+	}
 	logOut := io.Writer(stderr)
 	if console {
 		lf, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -78,6 +86,10 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		}
 		defer lf.Close()
 		logOut = lf
+		if !*withInstance {
+			return runObserver(ctx, observerArgs{bootstrap: strings.Split(*bootstrap, ","), secOpts: secOpts, readOnly: *readOnly,
+				theme: *theme, logFile: *logFile, log: slog.New(slog.NewTextHandler(lf, nil)), metricsAddr: *metricsAddr}, stderr)
+		}
 	}
 	eng, err := engine.New(ctx, engine.Config{
 		Destination: strings.Split(*bootstrap, ","), DestinationOpts: secOpts, DestinationTLS: destTLS, DestinationSASL: destSASL,
@@ -105,7 +117,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		}
 	}
 	if console {
-		opts := tui.Options{ReadOnly: *readOnly, Theme: *theme, LogPath: *logFile}
+		opts := tui.Options{ReadOnly: *readOnly, Theme: *theme, LogPath: *logFile, Instance: true}
 		if *drillOn {
 			d, err := realDrill(ctx, eng, strings.Split(*bootstrap, ","), security, *drillMirror, *report, *stepTimeout)
 			if err != nil {

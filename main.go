@@ -29,7 +29,9 @@ Modes:
                                            with the guided DR drill (n runs the next step, i adds a note)
   kmirror sandbox                          only the two embedded clusters with traffic (for scripting)
   kmirror run --bootstrap-server B         a headless instance: mirrors what __mirror_state on B says
-  kmirror console --bootstrap-server B     the console, with an in-process instance
+  kmirror console --bootstrap-server B     the console: observes the instances (reads __mirror_state and both
+    [--read-only] [--run-instance]         clusters, joins no group; --read-only writes nothing; --run-instance
+                                           also runs an instance here)
     [--drill [--mirror N] [--report PATH]] with the DR drill panel for a real mirror: you take the source
                                            down and move the clients and tick each (x); the drill measures
   kmirror bench [--quick] [--json]         throughput, CPU, allocation, lag, failover and memory against baselines

@@ -59,6 +59,10 @@ type PartitionSnapshot struct {
 
 	BytesPerSec   float64
 	BatchesPerSec float64
+	// RecordsPerSec is the destination's growth in offsets per second
+	// between two looks: all an observer, which copies nothing, can tell
+	// of the rate (an instance leaves it 0 and fills the byte rates).
+	RecordsPerSec float64
 	BytesCopied   int64 // bytes appended since the partition was started here
 	BatchesCopied int64
 	FillerBatches int64 // batches appended only to keep offsets aligned
@@ -98,6 +102,33 @@ type Snapshot struct {
 	Destination ClusterInfo
 	DestReach   Reachability     // whether the destination answers the mirrors' checks
 	Mirrors     []MirrorSnapshot // sorted by name
+
+	// Observer is set when an Observer took the snapshot: it runs no
+	// partition (Instance is ""), every partition shown is some
+	// instance's, and what follows is judged from their heartbeats.
+	Observer bool
+	// Unowned is the partitions, not STOPPED, that no live instance owns:
+	// nothing mirrors them and a command recorded for them waits.
+	Unowned Unowned
+	// Lost are the instances that stopped heartbeating while recorded as
+	// the owners of partitions no live instance has taken over.
+	Lost []LostInstance
+}
+
+// Unowned counts partitions without a live owner.
+type Unowned struct {
+	Partitions int
+	// Since is the last heartbeat of the newest of their lost owners: how
+	// long they have gone unmirrored at least. Zero when none is known
+	// (partitions no instance ever ran).
+	Since time.Time
+}
+
+// LostInstance is an instance whose heartbeat is stale or missing.
+type LostInstance struct {
+	ID            string
+	LastHeartbeat time.Time // zero when none was ever read
+	Partitions    int       // the partitions it is still recorded as owning
 }
 
 // EventLevel says how loud an event is.

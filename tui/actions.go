@@ -58,6 +58,10 @@ func (m *Model) dialogKey(k tea.KeyPressMsg) tea.Cmd {
 		return nil
 	case dialogConfirmed:
 	}
+	if m.dialog.quit {
+		m.dialog = nil
+		return m.quit()
+	}
 	cmds := m.dialog.cmds
 	m.dialog = nil
 	return m.send(cmds)

@@ -103,7 +103,11 @@ func (m *Model) control(cmd engine.Command) tea.Cmd {
 }
 
 func (m *Model) onSnapshot(msg snapshotMsg) tea.Cmd {
-	m.applySnapshot(msg.snap)
+	// A snapshot never taken is an observer still reading __mirror_state:
+	// the header keeps waiting rather than show half-replayed state.
+	if !msg.snap.Taken.IsZero() {
+		m.applySnapshot(msg.snap)
+	}
 	if msg.rearm || !m.ticking {
 		m.ticking = true
 		return m.pollAfter(m.tick)

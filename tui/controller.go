@@ -10,7 +10,9 @@ import (
 	"github.com/kmirror/kmirror/engine"
 )
 
-// Controller is the engine as the console sees it. Snapshot must be cheap
+// Controller is the engine as the console sees it: an engine.Observer (the
+// console's default: it watches the instances and records commands for
+// them) or an in-process engine.Engine. Snapshot must be cheap
 // and non-blocking (the engine publishes a ready copy); Events delivers
 // every event in order; Control may block on the network and is only ever
 // called from a command goroutine, never from Update.

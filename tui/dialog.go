@@ -26,6 +26,7 @@ type confirmDialog struct {
 	prompt   views.Prompt
 	mismatch bool
 	cmds     []engine.Command
+	quit     bool // confirming quits the console (and its instance); cmds is empty
 }
 
 // dialogResult is what a key did to the dialog.

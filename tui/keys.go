@@ -44,7 +44,7 @@ func (m *Model) onKey(k tea.KeyPressMsg) tea.Cmd {
 	}
 	switch m.km.Match(k, m.screen.scope()) {
 	case keymap.Quit:
-		return m.quit()
+		return m.askQuit()
 	case keymap.Help:
 		m.help = true
 	case keymap.NextView:
@@ -108,7 +108,7 @@ func (m *Model) runCommand(line string) tea.Cmd {
 	case "help", "h":
 		m.help = true
 	case "quit", "q":
-		return m.quit()
+		return m.askQuit()
 	case "":
 	default:
 		m.setStatus("unknown command :"+line+" (try :mirrors :partitions :events :groups :help :quit)", true)

@@ -39,6 +39,9 @@ type Options struct {
 	// Now is the console's clock (time.Now when nil). Tests inject a fixed
 	// clock so nothing rendered depends on when they run.
 	Now func() time.Time
+	// Instance says the console runs an in-process instance (not only
+	// observes): q then asks before quitting stops the partitions it owns.
+	Instance bool
 	// Drill, when set, shows the guided DR drill panel beside the screens.
 	Drill DrillDriver
 }

@@ -107,6 +107,17 @@ func byteRate(bps float64) string {
 	return fmt.Sprintf("%.1f GB/s", bps/1e9)
 }
 
+// recordRate renders records per second in as few columns as byteRate.
+func recordRate(rps float64) string {
+	switch {
+	case rps < 1e3:
+		return fmt.Sprintf("%.0f rec/s", rps)
+	case rps < 1e6:
+		return fmt.Sprintf("%.1fk rec/s", rps/1e3)
+	}
+	return fmt.Sprintf("%.1fM rec/s", rps/1e6)
+}
+
 // byteSize renders a byte count with a decimal unit.
 func byteSize(n int64) string {
 	f := float64(n)

@@ -52,6 +52,7 @@ func (h *Header) lines() []string {
 		return []string{title + "  " + s.Subtle.Render("waiting for the first engine snapshot…"), "", "", ""}
 	}
 	out := []string{h.spread(title+"  "+h.mirrorNames(), h.instance()), h.clusters()}
+	out = append(out, h.banners()...)
 	out = append(out, h.outages()...)
 	out = append(out, h.counts()...)
 	return append(out, h.rates())
@@ -68,6 +69,64 @@ func (h *Header) outages() []string {
 		out = append(out, h.skin.Err.Render(ansi.Truncate(line, max(h.width, 1), "…")))
 	}
 	return out
+}
+
+// maxLostLines bounds the lines naming lost instances; the rest are
+// counted on the last one, so a fleet going away cannot push the table off
+// the screen.
+const maxLostLines = 2
+
+// banners are the error lines for what the snapshot's own numbers cannot
+// show: a destination that does not answer (every number below is old),
+// partitions nothing mirrors, and the instances that went away.
+func (h *Header) banners() []string {
+	var out []string
+	add := func(line string) {
+		out = append(out, h.skin.Err.Render(ansi.Truncate(line, max(h.width, 1), "…")))
+	}
+	now := h.snap.Taken
+	if r := h.snap.DestReach; r.Down {
+		dst := h.snap.Destination.ID
+		if len(h.snap.Destination.Bootstrap) > 0 {
+			dst = h.snap.Destination.Bootstrap[0]
+		}
+		add(fmt.Sprintf("DESTINATION UNREACHABLE %s for %s: states and offsets are as last read; %s", dst, duration(now.Sub(r.DownSince)), r.Error))
+	}
+	if u := h.snap.Unowned; u.Partitions > 0 {
+		line := fmt.Sprintf("no live instance owns %s: nothing mirrors %s, and commands wait for an instance",
+			plural(u.Partitions, "partition", "partitions"), pick(u.Partitions == 1, "it", "them"))
+		if !u.Since.IsZero() {
+			line = fmt.Sprintf("no live instance owns %s (for %s): nothing mirrors %s, and commands wait for an instance",
+				plural(u.Partitions, "partition", "partitions"), duration(now.Sub(u.Since)), pick(u.Partitions == 1, "it", "them"))
+		}
+		add(line)
+	}
+	for i, l := range h.snap.Lost {
+		if i == maxLostLines-1 && len(h.snap.Lost) > maxLostLines {
+			add(fmt.Sprintf("instance lost: %s and %d more (see the owner column)", l.ID, len(h.snap.Lost)-i-1))
+			break
+		}
+		age := "no heartbeat read"
+		if !l.LastHeartbeat.IsZero() {
+			age = "heartbeat " + duration(now.Sub(l.LastHeartbeat)) + " old"
+		}
+		add(fmt.Sprintf("instance lost: %s (%s), recorded owner of %s", l.ID, age, plural(l.Partitions, "partition", "partitions")))
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return groupDigits(int64(n)) + " " + many
+}
+
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
 }
 
 // spread puts left and right on one line, right-aligned when both fit.
@@ -97,6 +156,9 @@ func (h *Header) mirrorNames() string {
 func (h *Header) instance() string {
 	s := h.skin
 	out := s.Label.Render("snapshot ") + s.Text.Render(clock(h.snap.Taken)+" UTC")
+	if h.snap.Observer {
+		out = s.Label.Render("observing") + "  " + out
+	}
 	if h.snap.Instance != "" {
 		out = s.Label.Render("instance ") + s.Text.Render(h.snap.Instance) + "  " + out
 	}
@@ -190,6 +252,11 @@ func (h *Header) rates() string {
 		where = s.Subtle.Render(" (" + h.sum.WorstAt + ")")
 	}
 	tp := s.Text.Render(fmt.Sprintf("%.2f MB/s  %.0f batches/s", h.sum.BytesPerSec/1e6, h.sum.BatchesPerSec))
+	if h.snap.Observer {
+		// An observer copies nothing: the destination's growth in
+		// offsets is the rate it knows.
+		tp = s.Text.Render(recordRate(h.sum.RecordsPerSec) + " into the destination")
+	}
 	for _, line := range []string{
 		lag + "  " + rpo + where + "  " + s.Label.Render("throughput ") + tp,
 		lag + "  " + rpo + "  " + s.Label.Render("throughput ") + tp,

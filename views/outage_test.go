@@ -74,3 +74,45 @@ func TestMirrorCardSaysTheSourceIsUnreachable(t *testing.T) {
 		t.Fatalf("only a-to-b's source is down:\n%s", out)
 	}
 }
+
+// bannerSnapshot is an observer's fixture: the destination has not
+// answered for 20 s, three partitions have no live owner, two of them
+// recorded to instance "east-1", gone quiet 42 s ago.
+func bannerSnapshot() engine.Snapshot {
+	snap := tuitest.Snapshot()
+	snap.Instance, snap.Observer = "", true
+	snap.DestReach = engine.Reachability{Down: true, DownSince: snap.Taken.Add(-20 * time.Second), LastOK: snap.Taken.Add(-21 * time.Second), Error: "dial tcp 10.0.0.2:9092: i/o timeout"}
+	snap.Unowned = engine.Unowned{Partitions: 3, Since: snap.Taken.Add(-42 * time.Second)}
+	snap.Lost = []engine.LostInstance{{ID: "east-1", LastHeartbeat: snap.Taken.Add(-42 * time.Second), Partitions: 2}}
+	return snap
+}
+
+// TestHeaderBanners: what an observer finds wrong is said in the header,
+// each in the error style with how long it has lasted: the destination not
+// answering, partitions without a live owner, the instance that was lost.
+func TestHeaderBanners(t *testing.T) {
+	skin := testSkin()
+	for _, w := range []int{80, 160} {
+		h := NewHeader(skin)
+		h.SetSize(w)
+		snap := bannerSnapshot()
+		h.SetSnapshot(snap, Summarize(&snap))
+		raw := h.View()
+		out := ansi.Strip(raw)
+		lines := strings.Split(out, "\n")
+		want := []string{"DESTINATION UNREACHABLE ", "no live instance owns 3 partitions (for 42s)", "instance lost: east-1 (heartbeat 42s old)"}
+		if len(lines) < 5 {
+			t.Fatalf("header at %d columns:\n%s", w, out)
+		}
+		for i, prefix := range want {
+			line := strings.TrimRight(lines[2+i], " ")
+			if !strings.HasPrefix(line, prefix[:min(len(prefix), w)]) || !strings.Contains(raw, skin.Err.Render(line)) {
+				t.Fatalf("line %d at %d columns is not %q in the error style:\n%s", 2+i, w, prefix, out)
+			}
+		}
+		if !strings.Contains(lines[0], "observing") {
+			t.Errorf("the header does not say it observes:\n%s", out)
+		}
+		t.Run(itoa(w), func(t *testing.T) { golden.RequireEqual(t, out) })
+	}
+}

@@ -18,6 +18,7 @@ type Summary struct {
 	WorstAt       string // "mirror/topic/partition" of the worst lag time
 	BytesPerSec   float64
 	BatchesPerSec float64
+	RecordsPerSec float64 // what an observer can tell of the rate
 
 	// Outages are the mirrors whose source does not answer; LagUnknown
 	// counts their partitions, whose lag in records is then unknown (the
@@ -70,6 +71,7 @@ func (s *Summary) add(p *engine.PartitionSnapshot) {
 	}
 	s.BytesPerSec += p.BytesPerSec
 	s.BatchesPerSec += p.BatchesPerSec
+	s.RecordsPerSec += p.RecordsPerSec
 }
 
 // SummarizeMirror aggregates one mirror.
