@@ -188,6 +188,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.screen = ScreenPartitions
 	case views.BackMsg:
 		m.screen = ScreenPartitions
+	case tea.PasteMsg:
+		return m, m.onPaste(msg)
+	case tea.MouseClickMsg, tea.MouseWheelMsg:
+		return m, m.onMouse(msg.(tea.MouseMsg))
 	case tea.KeyPressMsg:
 		if cmd, ok := m.drillKey(msg); ok {
 			return m, cmd

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ const (
 func (m *Model) View() tea.View {
 	v := tea.NewView(m.render())
 	v.AltScreen = true
+	// Cell motion reports clicks and the wheel (and drags, which the
+	// console ignores) without a message for every pointer move.
+	v.MouseMode = tea.MouseModeCellMotion
 	v.WindowTitle = "kmirror console"
 	return v
 }
@@ -99,10 +103,7 @@ func (m *Model) tabs() string {
 	s := m.skin
 	var parts []string
 	for _, sc := range tabOrder {
-		label := " " + sc.String() + " "
-		if sc == ScreenPartitions && m.screen == ScreenDetail {
-			label = " partitions › detail "
-		}
+		label := m.tabLabel(sc)
 		active := sc == m.screen || (sc == ScreenPartitions && m.screen == ScreenDetail)
 		if active {
 			parts = append(parts, s.TabActive.Render(label))
@@ -120,6 +121,15 @@ func (m *Model) tabs() string {
 		return left
 	}
 	return left + strings.Repeat(" ", gap) + right
+}
+
+// tabLabel is a tab's text; the number is the key that jumps to it.
+func (m *Model) tabLabel(sc Screen) string {
+	n := itoa(slices.Index(tabOrder, sc) + 1)
+	if sc == ScreenPartitions && m.screen == ScreenDetail {
+		return " " + n + " partitions › detail "
+	}
+	return " " + n + " " + sc.String() + " "
 }
 
 // statusLine shows the ":" prompt, or the last message, or key hints; on the

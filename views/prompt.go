@@ -1,6 +1,8 @@
 package views
 
 import (
+	"strings"
+
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -88,6 +90,11 @@ func (p *Prompt) Update(msg tea.Msg) PromptResult {
 			return PromptCancelled
 		}
 	case tea.PasteMsg:
+		// A copied line often carries its newline; it must neither submit
+		// nor become a trailing space that makes a typed name not match.
+		msg.Content = strings.TrimRight(msg.Content, "\r\n")
+		p.in, _ = p.in.Update(msg)
+		return PromptEditing
 	default:
 		return PromptEditing
 	}
