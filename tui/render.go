@@ -20,9 +20,22 @@ const (
 	dialogMaxWidth = 76
 )
 
+// asciiGlyphs maps every non-ASCII glyph the console draws to one ASCII
+// cell, so the layout (measured in cells) is the same in both modes. It is
+// applied to the finished frame, which covers every view's text at once;
+// the overlay borders are ASCII styles (themes.Styles.ASCII).
+var asciiGlyphs = strings.NewReplacer(
+	"…", "~", "│", "|", "─", "-", "›", ">", "→", ">", "←", "<", "≈", "~",
+	"↑", "^", "↓", "v", "✓", "+", "✗", "x", "×", "x", "—", "-", "–", "-", "·", ".", "≥", ">",
+)
+
 // View builds the one tea.View of the program (only the root does this).
 func (m *Model) View() tea.View {
-	v := tea.NewView(m.render())
+	frame := m.render()
+	if m.opts.ASCII {
+		frame = asciiGlyphs.Replace(frame)
+	}
+	v := tea.NewView(frame)
 	v.AltScreen = true
 	// Cell motion reports clicks and the wheel (and drags, which the
 	// console ignores) without a message for every pointer move.
@@ -91,8 +104,13 @@ func (m *Model) overlay() (LayoutState, func(w, h int) string) {
 }
 
 func (m *Model) themeName() string {
-	if m.opts.NoColor {
+	switch {
+	case m.opts.NoColor:
 		return "no colour"
+	case m.themeAuto && m.bgKnown:
+		return m.theme.String() + " (terminal background)"
+	case m.themeAuto:
+		return m.theme.String() + " (terminal background unknown)"
 	}
 	return m.theme.String()
 }
