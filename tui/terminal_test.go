@@ -47,8 +47,8 @@ func TestUTF8Locale(t *testing.T) {
 		{map[string]string{}, false}, // the C locale
 		{map[string]string{"LANG": "en_US.UTF-8"}, true},
 		{map[string]string{"LANG": "de_DE.utf8"}, true},
-		{map[string]string{"LANG": "en_US.UTF-8", "LC_ALL": "C"}, false},        // LC_ALL wins
-		{map[string]string{"LANG": "C", "LC_CTYPE": "en_GB.UTF-8"}, true},       // LC_CTYPE before LANG
+		{map[string]string{"LANG": "en_US.UTF-8", "LC_ALL": "C"}, false},  // LC_ALL wins
+		{map[string]string{"LANG": "C", "LC_CTYPE": "en_GB.UTF-8"}, true}, // LC_CTYPE before LANG
 		{map[string]string{"LANG": "en_US.ISO-8859-1"}, false},
 		{map[string]string{"LC_ALL": "", "LANG": "POSIX"}, false},
 	} {
