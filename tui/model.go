@@ -100,7 +100,7 @@ type Model struct {
 	cmdOpen bool
 	cmdline views.Prompt
 	status  status
-	drill   *drillPanel // nil without a drill
+	drill   *drillPanelState // nil without a drill
 }
 
 // status is the bottom line's message.
@@ -265,8 +265,9 @@ func (m *Model) resize(w, h int) {
 
 // layoutState is the layout input without an overlay.
 func (m *Model) layoutState() LayoutState {
-	dw, dh := m.drillLayout()
-	return LayoutState{HeaderH: m.header.Height(), DrillW: dw, DrillH: dh}
+	st := LayoutState{HeaderH: m.header.Height()}
+	m.drillLayout(&st)
+	return st
 }
 
 // relayout hands the body size down to every screen, so switching screens

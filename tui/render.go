@@ -51,7 +51,7 @@ func (m *Model) render() string {
 	}
 	st, overlay := m.overlay()
 	st.HeaderH = m.header.Height()
-	st.DrillW, st.DrillH = m.drillLayout()
+	m.drillLayout(&st)
 	lay := ComputeLayout(m.width, m.height, st)
 	if lay.TooSmall {
 		msg := m.skin.Warn.Render(lay.Message)
