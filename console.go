@@ -19,6 +19,7 @@ type observerArgs struct {
 	secOpts     []kgo.Opt
 	readOnly    bool
 	theme       string
+	ascii       bool
 	logFile     string
 	log         *slog.Logger
 	metricsAddr string
@@ -33,7 +34,7 @@ func newConsoleObserver(ctx context.Context, a observerArgs) (*engine.Observer, 
 
 // consoleOptions are the console's options over an observer.
 func consoleOptions(a observerArgs) tui.Options {
-	return tui.Options{ReadOnly: a.readOnly, Theme: a.theme, LogPath: a.logFile}
+	return tui.Options{ReadOnly: a.readOnly, Theme: a.theme, ASCII: a.ascii, LogPath: a.logFile}
 }
 
 // runObserver runs the console over an observer until the operator quits.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -94,7 +93,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	}
 	fs := flag.NewFlagSet("kmirror "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var headless, noDrill, script *bool
+	var headless, noDrill, script, ascii *bool
 	var theme, logFile, report *string
 	var stepTimeout *time.Duration
 	if !sandboxOnly {
@@ -103,8 +102,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		script = fs.Bool("drill-script", false, "run every step of the DR drill unattended, print the step log and write the report; exit 1 if a step fails")
 		report = fs.String("report", "", "the drill report's path without extension (PATH.md, PATH.json); default kmirror-drill-<time> in the current directory")
 		stepTimeout = fs.Duration("step-timeout", 90*time.Second, "how long a drill step waits for the clusters")
-		theme = fs.String("theme", "dark", "console theme: dark, light or high-contrast")
-		logFile = fs.String("log-file", filepath.Join(os.TempDir(), "kmirror-demo.log"), "where the engine writes its log")
+		theme = fs.String("theme", "", "console theme: dark, light or high-contrast (default: from the terminal's background)")
+		ascii = fs.Bool("ascii", false, "ASCII borders and glyphs (default when the locale is not UTF-8)")
+		logFile = fs.String("log-file", defaultLogPath(os.Getenv, "demo.log"), "where the engine writes its log")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -131,7 +131,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		return exitOK
 	}
 
-	lf, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	lf, err := openLog(*logFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror demo: log file: %v\n", err)
 		return exitFail
@@ -161,7 +161,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	case *headless:
 		return demoHeadless(ctx, env.eng, stdout)
 	}
-	opts := tui.Options{Theme: *theme, LogPath: *logFile}
+	opts := tui.Options{Theme: *theme, ASCII: *ascii, LogPath: *logFile}
 	if !*noDrill {
 		d, err := newDrill()
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,14 +31,15 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	instance := fs.String("instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's name, shown as the owner of its partitions")
 	heartbeat := fs.Duration("heartbeat-interval", engine.DefaultHeartbeatInterval, "how often this instance writes its heartbeat to __mirror_state; readers call it lost after 3 intervals")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; port 0 picks one)")
-	var readOnly, drillOn, withInstance *bool
+	var readOnly, drillOn, withInstance, ascii *bool
 	var theme, logFile, drillMirror, report *string
 	var stepTimeout *time.Duration
 	if console {
 		readOnly = fs.Bool("read-only", false, "watch only: no action keys, and nothing is written to the destination")
 		withInstance = fs.Bool("run-instance", false, "also run a mirroring instance in this process (it joins the instance group and takes shards; q asks before stopping them); by default the console only observes")
-		theme = fs.String("theme", "dark", "dark, light or high-contrast (NO_COLOR is respected)")
-		logFile = fs.String("log-file", filepath.Join(os.TempDir(), "kmirror-console.log"), "where the engine writes its log")
+		theme = fs.String("theme", "", "dark, light or high-contrast (default: from the terminal's background; NO_COLOR is respected)")
+		ascii = fs.Bool("ascii", false, "ASCII borders and glyphs (default when the locale is not UTF-8)")
+		logFile = fs.String("log-file", defaultLogPath(os.Getenv, "console.log"), "where the engine writes its log")
 		drillOn = fs.Bool("drill", false, "show the guided DR drill panel for a mirror on this destination: you take the source down and move the clients, the drill measures")
 		drillMirror = fs.String("mirror", "", "with --drill: the mirror to drill (default: the only one on the destination)")
 		report = fs.String("report", "", "with --drill: the report's path without extension (PATH.md, PATH.json); default kmirror-drill-<time> in the current directory")
@@ -79,7 +79,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	}
 	logOut := io.Writer(stderr)
 	if console {
-		lf, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		lf, err := openLog(*logFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "kmirror console: log file: %v\n", err)
 			return exitFail
@@ -88,7 +88,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		logOut = lf
 		if !*withInstance {
 			return runObserver(ctx, observerArgs{bootstrap: strings.Split(*bootstrap, ","), secOpts: secOpts, readOnly: *readOnly,
-				theme: *theme, logFile: *logFile, log: slog.New(slog.NewTextHandler(lf, nil)), metricsAddr: *metricsAddr}, stderr)
+				theme: *theme, ascii: *ascii, logFile: *logFile, log: slog.New(slog.NewTextHandler(lf, nil)), metricsAddr: *metricsAddr}, stderr)
 		}
 	}
 	eng, err := engine.New(ctx, engine.Config{
@@ -117,7 +117,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		}
 	}
 	if console {
-		opts := tui.Options{ReadOnly: *readOnly, Theme: *theme, LogPath: *logFile, Instance: true}
+		opts := tui.Options{ReadOnly: *readOnly, Theme: *theme, ASCII: *ascii, LogPath: *logFile, Instance: true}
 		if *drillOn {
 			d, err := realDrill(ctx, eng, strings.Split(*bootstrap, ","), security, *drillMirror, *report, *stepTimeout)
 			if err != nil {

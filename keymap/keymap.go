@@ -26,6 +26,7 @@ const (
 	Back
 	NextView
 	PrevView
+	JumpView
 	Command
 	Help
 	TickFaster
@@ -40,6 +41,7 @@ const (
 	DrillNext
 	DrillConfirm
 	DrillNote
+	DrillPanel
 )
 
 // String names the action (used in tests and status messages).
@@ -73,6 +75,8 @@ func (a Action) String() string {
 		return "next-view"
 	case PrevView:
 		return "prev-view"
+	case JumpView:
+		return "jump-view"
 	case Command:
 		return "command"
 	case Help:
@@ -101,6 +105,8 @@ func (a Action) String() string {
 		return "drill-confirm"
 	case DrillNote:
 		return "drill-note"
+	case DrillPanel:
+		return "drill-panel"
 	}
 	return "unknown"
 }
@@ -234,7 +240,8 @@ func dangerous(e Entry, note string) Entry {
 func Table() []Entry {
 	const target = ScopePartitions | ScopeDetail
 	const targetOrMirror = ScopeMirrors | ScopePartitions | ScopeDetail
-	const nav = scopeLists | ScopeDetail
+	const nav = ScopeAll
+	const lists = scopeLists | ScopeGroups
 	return []Entry{
 		mutating(entry(Pause, GroupActions, targetOrMirror, []string{"p"}, "p", "pause topics",
 			"pause the selected or marked topics (mirrors view: the whole mirror)")),
@@ -261,17 +268,19 @@ func Table() []Entry {
 			"last row (events view: follow new events)"),
 		entry(Mark, GroupNavigation, ScopePartitions, []string{"space"}, "space", "mark/unmark row",
 			"mark or unmark the row; actions then apply to the marked rows' topics"),
-		entry(Filter, GroupNavigation, ScopePartitions, []string{"/"}, "/", "filter topics (regex)",
-			"filter topics by regular expression (RE2); enter keeps it, esc restores the previous one"),
+		entry(Filter, GroupNavigation, lists, []string{"/"}, "/", "filter (regex, !re)",
+			"filter the list by regular expression (RE2): topics, mirror names, events, group names; `!re` hides what matches; enter keeps it, esc restores the previous one"),
 		entry(Sort, GroupNavigation, ScopePartitions, []string{"o"}, "o", "sort: topic/lag/state",
 			"cycle the sort order: topic, lag (largest first), state (failures first)"),
 		entry(Detail, GroupNavigation, ScopeMirrors|ScopePartitions, []string{"enter"}, "enter", "open",
 			"open the partition detail (mirrors view: that mirror's partitions)"),
-		entry(Back, GroupNavigation, ScopePartitions|ScopeDetail, []string{"esc"}, "esc", "back / clear",
-			"back; clears the filter, then the marks, then the mirror scope"),
+		entry(Back, GroupNavigation, ScopeAll, []string{"esc"}, "esc", "back / clear",
+			"back out: closes the prompt, dialog, help or detail; then clears the filter, then the marks, then the mirror scope"),
 
 		entry(NextView, GroupViews, ScopeAll, []string{"tab"}, "tab", "next view", ""),
 		entry(PrevView, GroupViews, ScopeAll, []string{"shift+tab"}, "shift+tab", "previous view", ""),
+		entry(JumpView, GroupViews, ScopeAll, []string{"1", "2", "3", "4", "5"}, "1-5", "jump to a view",
+			"jump to a view: 1 mirrors, 2 partitions, 3 events, 4 groups, 5 the detail of the partition under the cursor"),
 		entry(Command, GroupViews, ScopeAll, []string{":"}, ":", "command line",
 			"command line: :mirrors :partitions :events :groups :help :quit"),
 
@@ -291,6 +300,8 @@ func Table() []Entry {
 			"tick the step's instruction as done (real clusters: the outage, the client switch) and run the step")),
 		entry(DrillNote, GroupDrill, ScopeDrill, []string{"i"}, "i", "note for the report",
 			"write a note for the drill report; it is kept with the next step that runs"),
+		entry(DrillPanel, GroupDrill, ScopeDrill, []string{"d"}, "d", "panel / one-line strip",
+			"switch between the drill panel and a one-line strip (step, next action); a terminal too small for the panel starts with the strip"),
 	}
 }
 

@@ -1,6 +1,7 @@
 package keymap
 
 import (
+	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -140,7 +141,8 @@ func TestMarkdownTableListsEveryKey(t *testing.T) {
 	for _, want := range []string{
 		"| `s` | stop mirroring the selected or marked topics (failover: they become writable) | partitions, detail | **dangerous**: confirm y/n; hidden with `--read-only` |",
 		"| `S` | stop mirroring every topic of the mirror (failover) | mirrors, partitions, detail | **dangerous**: type the mirror name; hidden with `--read-only` |",
-		"| `/` | filter topics by regular expression (RE2); enter keeps it, esc restores the previous one | partitions |  |",
+		"| `/` | filter the list by regular expression (RE2): topics, mirror names, events, group names; `!re` hides what matches; enter keeps it, esc restores the previous one | mirrors, partitions, events, groups |  |",
+		"| `esc` | back out: closes the prompt, dialog, help or detail; then clears the filter, then the marks, then the mirror scope | all |  |",
 		"| `q` / `ctrl+c` |",
 	} {
 		if !strings.Contains(md, want) {
@@ -158,13 +160,22 @@ func TestScopeString(t *testing.T) {
 	}
 }
 
+var updateReadme = flag.Bool("update", false, "rewrite README.md's Console keys table from the key table")
+
 // TestReadmeKeyTableIsTheKeyTable checks the README's "Console keys" table
-// is exactly MarkdownTable: regenerate it from the key table when this
-// fails.
+// is exactly MarkdownTable; regenerate it with
+//
+//	go test ./keymap -run Readme -update
 func TestReadmeKeyTableIsTheKeyTable(t *testing.T) {
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if *updateReadme {
+		b = replaceKeyTable(t, b)
+		if err := os.WriteFile("../README.md", b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if !strings.Contains(string(b), "## Console keys\n\n"+MarkdownTable()+"\n") {
 		t.Errorf("README.md's Console keys table differs from keymap.MarkdownTable(); it should read:\n%s", MarkdownTable())
@@ -174,4 +185,27 @@ func TestReadmeKeyTableIsTheKeyTable(t *testing.T) {
 			t.Errorf("the key table lacks %q", want)
 		}
 	}
+}
+
+// replaceKeyTable swaps the table under "## Console keys" (up to the first
+// line that is not a table row) for MarkdownTable.
+func replaceKeyTable(t *testing.T, readme []byte) []byte {
+	t.Helper()
+	const head = "## Console keys\n\n"
+	s := string(readme)
+	i := strings.Index(s, head)
+	if i < 0 {
+		t.Fatal("README.md has no Console keys section")
+	}
+	start := i + len(head)
+	end := start
+	for end < len(s) && strings.HasPrefix(s[end:], "|") {
+		nl := strings.IndexByte(s[end:], '\n')
+		if nl < 0 {
+			end = len(s)
+			break
+		}
+		end += nl + 1
+	}
+	return []byte(s[:start] + MarkdownTable() + s[end:])
 }

@@ -86,3 +86,11 @@ func NewStyles(p Palette) Styles {
 		HelpDangerKey: lipgloss.NewStyle().Foreground(p.Danger).Bold(true).Underline(true),
 	}
 }
+
+// ASCII returns s with ASCII box borders, for terminals that cannot draw
+// the rounded and double box-drawing characters.
+func (s Styles) ASCII() Styles {
+	s.Overlay = s.Overlay.Border(lipgloss.ASCIIBorder())
+	s.Dialog = s.Dialog.Border(lipgloss.ASCIIBorder())
+	return s
+}

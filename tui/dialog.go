@@ -75,6 +75,16 @@ func (d *confirmDialog) update(k tea.KeyPressMsg) dialogResult {
 	return dialogOpen
 }
 
+// paste types pasted text into a typed confirmation; a y/n dialog takes
+// no paste, so pasted text can never answer it.
+func (d *confirmDialog) paste(p tea.PasteMsg) {
+	if d.require == "" {
+		return
+	}
+	d.prompt.Update(p)
+	d.mismatch = false
+}
+
 // view renders the dialog's content for an inner width, cutting the item
 // list (never the totals or the question) to fit maxLines.
 func (d *confirmDialog) view(skin *views.Skin, width, maxLines int) string {

@@ -39,7 +39,7 @@ type drillDoneMsg struct{ err error }
 type drillTickMsg struct{}
 
 // drillPanel is the side panel's state; the drill itself is the driver's.
-type drillPanel struct {
+type drillPanelState struct {
 	drv     DrillDriver
 	status  drill.Status
 	prompt  views.Prompt
@@ -47,10 +47,33 @@ type drillPanel struct {
 	note    string
 	msg     string
 	msgErr  bool
+	show    drillShow
 }
 
-func newDrillPanel(drv DrillDriver) *drillPanel {
-	return &drillPanel{drv: drv, status: drv.Status()}
+// drillShow is how the operator chose to see the drill with d.
+type drillShow int8
+
+const (
+	drillAuto  drillShow = iota // the panel where it fits, else the strip
+	drillStrip                  // the strip everywhere
+	drillPanel                  // the panel, below the body if need be
+)
+
+// String names the choice.
+func (d drillShow) String() string {
+	switch d {
+	case drillAuto:
+		return "auto"
+	case drillStrip:
+		return "strip"
+	case drillPanel:
+		return "panel"
+	}
+	return "unknown"
+}
+
+func newDrillPanel(drv DrillDriver) *drillPanelState {
+	return &drillPanelState{drv: drv, status: drv.Status()}
 }
 
 // Panel sizes: beside the screens when the terminal is wide enough to keep
@@ -61,20 +84,39 @@ const (
 	drillBelowH = 12
 )
 
-// drillLayout returns the panel's width (beside) or height (below).
-func (m *Model) drillLayout() (w, h int) {
+// drillLayout adds the drill's wishes to st: the panel's width (beside) or
+// height (below), or the strip.
+func (m *Model) drillLayout(st *LayoutState) {
 	if m.drill == nil {
-		return 0, 0
+		return
 	}
-	if m.width-drillMinW-1 >= MinWidth {
-		return min(drillMaxW, m.width-MinWidth-1), 0
+	switch {
+	case m.drill.show == drillStrip:
+		st.DrillStrip = true
+	case m.width-drillMinW-1 >= MinWidth:
+		st.DrillW = min(drillMaxW, m.width-MinWidth-1)
+	default:
+		st.DrillH, st.DrillForce = drillBelowH, m.drill.show == drillPanel
 	}
-	return 0, drillBelowH
+}
+
+// toggleDrill switches between what is shown now, panel or strip.
+func (m *Model) toggleDrill() {
+	lay := ComputeLayout(m.width, m.height, m.layoutState())
+	if lay.DrillStrip.H > 0 {
+		m.drill.show = drillPanel
+	} else {
+		m.drill.show = drillStrip
+	}
+	m.relayout()
 }
 
 // bodyView renders the active screen and, when a drill runs, its panel.
 func (m *Model) bodyView(lay Layout) string {
 	body := views.Block(m.active().View(), lay.Body.W, lay.Body.H)
+	if m.drill != nil && lay.DrillStrip.H > 0 {
+		return body + "\n" + views.RenderDrillStrip(m.skin, m.drillView(), lay.DrillStrip.W)
+	}
 	if m.drill == nil || lay.Drill.W == 0 || lay.Drill.H == 0 {
 		return body
 	}
@@ -109,6 +151,7 @@ func (m *Model) drillView() views.DrillPanel {
 		Status: p.status, Note: p.note, Editing: p.editing, Prompt: &p.prompt,
 		Message: p.msg, MsgErr: p.msgErr,
 		NextKey: keyOf(keymap.DrillNext), ConfirmKey: keyOf(keymap.DrillConfirm), NoteKey: keyOf(keymap.DrillNote),
+		PanelKey: keyOf(keymap.DrillPanel),
 	}
 }
 
@@ -140,6 +183,9 @@ func (m *Model) drillKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	case keymap.DrillNote:
 		p.editing = true
 		p.prompt.SetValue(p.note)
+		return nil, true
+	case keymap.DrillPanel:
+		m.toggleDrill()
 		return nil, true
 	default:
 	}

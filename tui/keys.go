@@ -51,6 +51,8 @@ func (m *Model) onKey(k tea.KeyPressMsg) tea.Cmd {
 		m.cycleScreen(1)
 	case keymap.PrevView:
 		m.cycleScreen(-1)
+	case keymap.JumpView:
+		m.jumpView(k)
 	case keymap.Command:
 		m.cmdOpen = true
 		m.cmdline.SetValue("")

@@ -13,6 +13,13 @@ const (
 	MinHeight = 24
 )
 
+// Body rows the drill panel below must leave: enough for a table's info
+// line, header and a few rows; fewer only when the operator asked with d.
+const (
+	minBodyBesideDrill = 8
+	minBodyForced      = 4
+)
+
 // Overlay is what is drawn over the screen.
 type Overlay int8
 
@@ -51,6 +58,10 @@ type LayoutState struct {
 	// DrillW is the drill panel's width beside the body, DrillH its height
 	// below it; both zero without a drill.
 	DrillW, DrillH int
+	// DrillStrip asks for the one-line strip instead of the panel (the
+	// operator hid it); DrillForce keeps the panel below even when it leaves
+	// the body fewer than the usual rows (the operator asked for it).
+	DrillStrip, DrillForce bool
 }
 
 // Layout places every section. It is a pure function of its inputs so it
@@ -64,6 +75,9 @@ type Layout struct {
 	Status   Rect
 	Overlay  Rect // zero when there is no overlay
 	Drill    Rect // zero without a drill panel
+	// DrillStrip is the one-line drill strip under the body, shown when a
+	// drill runs but its panel is hidden or does not fit.
+	DrillStrip Rect
 }
 
 // ComputeLayout lays out a width×height terminal.
@@ -89,9 +103,14 @@ func ComputeLayout(width, height int, st LayoutState) Layout {
 		// One column separates the panel from the body.
 		l.Body.W = width - st.DrillW - 1
 		l.Drill = Rect{width - st.DrillW, l.Body.Y, st.DrillW, l.Body.H}
-	case st.DrillH > 0 && l.Body.H-st.DrillH >= 8:
+	case st.DrillH > 0 && (l.Body.H-st.DrillH >= minBodyBesideDrill || st.DrillForce && l.Body.H-st.DrillH >= minBodyForced):
 		l.Body.H -= st.DrillH
 		l.Drill = Rect{0, l.Body.Y + l.Body.H, width, st.DrillH}
+	case st.DrillW > 0 || st.DrillH > 0 || st.DrillStrip:
+		// The panel does not fit (80×24) or is hidden: a drill must never
+		// vanish without a hint, so one line says where it stands.
+		l.Body.H--
+		l.DrillStrip = Rect{0, l.Body.Y + l.Body.H, width, 1}
 	}
 	if st.Overlay != OverlayNone {
 		// The overlay may cover everything but the status line, which keeps

@@ -71,10 +71,13 @@ type Model struct {
 	ctx    context.Context // ends the bridge goroutines when the console quits
 	cancel context.CancelFunc
 
-	km      keymap.KeyMap
-	theme   themes.Name
-	profile colorprofile.Profile
-	skin    *views.Skin
+	km    keymap.KeyMap
+	theme themes.Name
+	// themeAuto: no --theme, so the terminal's background picks dark or
+	// light; bgKnown once it has answered.
+	themeAuto, bgKnown bool
+	profile            colorprofile.Profile
+	skin               *views.Skin
 
 	width, height int
 	body          Rect // the body size last handed to the screens
@@ -97,7 +100,7 @@ type Model struct {
 	cmdOpen bool
 	cmdline views.Prompt
 	status  status
-	drill   *drillPanel // nil without a drill
+	drill   *drillPanelState // nil without a drill
 }
 
 // status is the bottom line's message.
@@ -113,24 +116,26 @@ func NewModel(c Controller, opts Options) tea.Model {
 }
 
 func newModel(ctx context.Context, c Controller, opts Options) *Model {
+	auto := opts.Theme == ""
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(ctx)
 	theme, err := themes.ParseName(opts.Theme)
 	m := &Model{
-		ctrl:    c,
-		opts:    opts,
-		ctx:     ctx,
-		cancel:  cancel,
-		km:      keymap.New(opts.ReadOnly),
-		theme:   theme,
-		profile: colorprofile.TrueColor,
-		tick:    opts.Tick,
-		screen:  ScreenPartitions,
+		ctrl:      c,
+		opts:      opts,
+		ctx:       ctx,
+		cancel:    cancel,
+		km:        keymap.New(opts.ReadOnly),
+		theme:     theme,
+		themeAuto: auto,
+		profile:   colorprofile.TrueColor,
+		tick:      opts.Tick,
+		screen:    ScreenPartitions,
 	}
 	if err != nil {
 		m.status = status{text: err.Error() + "; using dark", err: true}
 	}
-	m.skin = views.NewSkin(m.palette())
+	m.skin = m.newSkin()
 	m.header = views.NewHeader(m.skin)
 	m.mirrors = views.NewMirrors(m.skin, m.km)
 	m.partitions = views.NewPartitions(m.skin, m.km)
@@ -150,16 +155,43 @@ func (m *Model) palette() themes.Palette {
 	return themes.NewPalette(m.theme, m.profile)
 }
 
+func (m *Model) newSkin() *views.Skin {
+	s := views.NewSkin(m.palette())
+	if m.opts.ASCII {
+		s.Styles = s.Styles.ASCII()
+	}
+	return s
+}
+
 // setProfile rebuilds the styles for the terminal's colour profile. Views
 // share the Skin pointer, so replacing its contents restyles all of them.
 func (m *Model) setProfile(p colorprofile.Profile) {
 	m.profile = p
-	*m.skin = *views.NewSkin(m.palette())
+	*m.skin = *m.newSkin()
 }
 
-// Init starts the snapshot poll and the event wait.
+// onBackground picks dark or light from the terminal's background when no
+// theme was asked for; an explicit --theme always wins.
+func (m *Model) onBackground(bg tea.BackgroundColorMsg) {
+	if !m.themeAuto {
+		return
+	}
+	m.bgKnown = true
+	m.theme = themes.Light
+	if bg.IsDark() {
+		m.theme = themes.Dark
+	}
+	*m.skin = *m.newSkin()
+}
+
+// Init starts the snapshot poll and the event wait, and asks the terminal
+// for its background colour when the theme is to follow it.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.pollNow(), m.waitEvents())
+	cmds := []tea.Cmd{m.pollNow(), m.waitEvents()}
+	if m.themeAuto {
+		cmds = append(cmds, tea.RequestBackgroundColor)
+	}
+	return tea.Batch(cmds...)
 }
 
 // Update routes msg; every case is one call into the file that owns it.
@@ -169,6 +201,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.resize(msg.Width, msg.Height)
 	case tea.ColorProfileMsg:
 		m.setProfile(msg.Profile)
+	case tea.BackgroundColorMsg:
+		m.onBackground(msg)
 	case snapshotMsg:
 		m.refreshDrill()
 		return m, m.onSnapshot(msg)
@@ -188,6 +222,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.screen = ScreenPartitions
 	case views.BackMsg:
 		m.screen = ScreenPartitions
+	case tea.PasteMsg:
+		return m, m.onPaste(msg)
+	case tea.MouseClickMsg, tea.MouseWheelMsg:
+		return m, m.onMouse(msg.(tea.MouseMsg))
 	case tea.KeyPressMsg:
 		if cmd, ok := m.drillKey(msg); ok {
 			return m, cmd
@@ -227,8 +265,9 @@ func (m *Model) resize(w, h int) {
 
 // layoutState is the layout input without an overlay.
 func (m *Model) layoutState() LayoutState {
-	dw, dh := m.drillLayout()
-	return LayoutState{HeaderH: m.header.Height(), DrillW: dw, DrillH: dh}
+	st := LayoutState{HeaderH: m.header.Height()}
+	m.drillLayout(&st)
+	return st
 }
 
 // relayout hands the body size down to every screen, so switching screens

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kmirror/kmirror/themes"
@@ -27,8 +28,12 @@ var tickSteps = []time.Duration{
 type Options struct {
 	// ReadOnly removes every action key: the console only watches.
 	ReadOnly bool
-	// Theme is "dark" (default), "light" or "high-contrast".
+	// Theme is "dark", "light" or "high-contrast"; empty picks dark or
+	// light from the terminal's background colour when it answers.
 	Theme string
+	// ASCII draws borders and glyphs with ASCII only, for terminals whose
+	// locale is not UTF-8 (Run also sets it from LANG/LC_ALL/LC_CTYPE).
+	ASCII bool
 	// NoColor renders without any colour (also implied by NO_COLOR).
 	NoColor bool
 	// Tick is the snapshot poll interval, clamped to 250ms..10s (default 1s).
@@ -73,6 +78,19 @@ func (o Options) withDefaults() Options {
 		o.Now = time.Now
 	}
 	return o
+}
+
+// utf8Locale reports whether the locale the C library would pick, the first
+// of LC_ALL, LC_CTYPE and LANG that is set, names UTF-8. Unset means the "C"
+// locale, which is ASCII. Only Run reads the environment.
+func utf8Locale(getenv func(string) string) bool {
+	for _, name := range []string{"LC_ALL", "LC_CTYPE", "LANG"} {
+		if v := getenv(name); v != "" {
+			v = strings.ToLower(v)
+			return strings.Contains(v, "utf-8") || strings.Contains(v, "utf8")
+		}
+	}
+	return false
 }
 
 // noColorEnv reports NO_COLOR as no-color.org defines it: set and not empty.

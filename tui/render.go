@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -19,10 +20,26 @@ const (
 	dialogMaxWidth = 76
 )
 
+// asciiGlyphs maps every non-ASCII glyph the console draws to one ASCII
+// cell, so the layout (measured in cells) is the same in both modes. It is
+// applied to the finished frame, which covers every view's text at once;
+// the overlay borders are ASCII styles (themes.Styles.ASCII).
+var asciiGlyphs = strings.NewReplacer(
+	"…", "~", "│", "|", "─", "-", "›", ">", "→", ">", "←", "<", "≈", "~",
+	"↑", "^", "↓", "v", "✓", "+", "✗", "x", "×", "x", "—", "-", "–", "-", "·", ".", "≥", ">",
+)
+
 // View builds the one tea.View of the program (only the root does this).
 func (m *Model) View() tea.View {
-	v := tea.NewView(m.render())
+	frame := m.render()
+	if m.opts.ASCII {
+		frame = asciiGlyphs.Replace(frame)
+	}
+	v := tea.NewView(frame)
 	v.AltScreen = true
+	// Cell motion reports clicks and the wheel (and drags, which the
+	// console ignores) without a message for every pointer move.
+	v.MouseMode = tea.MouseModeCellMotion
 	v.WindowTitle = "kmirror console"
 	return v
 }
@@ -34,7 +51,7 @@ func (m *Model) render() string {
 	}
 	st, overlay := m.overlay()
 	st.HeaderH = m.header.Height()
-	st.DrillW, st.DrillH = m.drillLayout()
+	m.drillLayout(&st)
 	lay := ComputeLayout(m.width, m.height, st)
 	if lay.TooSmall {
 		msg := m.skin.Warn.Render(lay.Message)
@@ -87,8 +104,13 @@ func (m *Model) overlay() (LayoutState, func(w, h int) string) {
 }
 
 func (m *Model) themeName() string {
-	if m.opts.NoColor {
+	switch {
+	case m.opts.NoColor:
 		return "no colour"
+	case m.themeAuto && m.bgKnown:
+		return m.theme.String() + " (terminal background)"
+	case m.themeAuto:
+		return m.theme.String() + " (terminal background unknown)"
 	}
 	return m.theme.String()
 }
@@ -99,10 +121,7 @@ func (m *Model) tabs() string {
 	s := m.skin
 	var parts []string
 	for _, sc := range tabOrder {
-		label := " " + sc.String() + " "
-		if sc == ScreenPartitions && m.screen == ScreenDetail {
-			label = " partitions › detail "
-		}
+		label := m.tabLabel(sc)
 		active := sc == m.screen || (sc == ScreenPartitions && m.screen == ScreenDetail)
 		if active {
 			parts = append(parts, s.TabActive.Render(label))
@@ -120,6 +139,15 @@ func (m *Model) tabs() string {
 		return left
 	}
 	return left + strings.Repeat(" ", gap) + right
+}
+
+// tabLabel is a tab's text; the number is the key that jumps to it.
+func (m *Model) tabLabel(sc Screen) string {
+	n := itoa(slices.Index(tabOrder, sc) + 1)
+	if sc == ScreenPartitions && m.screen == ScreenDetail {
+		return " " + n + " partitions › detail "
+	}
+	return " " + n + " " + sc.String() + " "
 }
 
 // statusLine shows the ":" prompt, or the last message, or key hints; on the

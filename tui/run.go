@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
@@ -19,6 +20,9 @@ func Run(ctx context.Context, c Controller, opts Options) error {
 	}
 	if noColorEnv() {
 		opts.NoColor = true
+	}
+	if !utf8Locale(os.Getenv) {
+		opts.ASCII = true
 	}
 	m := newModel(ctx, c, opts)
 	defer m.cancel()

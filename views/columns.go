@@ -60,8 +60,11 @@ const (
 
 // partitionColumns decides which columns fit in width. The columns an
 // operator needs to judge a failover (topic, partition, state, both offsets,
-// lag, lag time) always show; rate, LME and epoch join as the terminal gets
+// lag, lag time) always show; epoch, rate and LME join as the terminal gets
 // wider, in that order, while the topic keeps at least minTopicWidth cells.
+// Epoch comes first: it is five cells and it is what tells a diverged
+// partition (an unclean leader election on the source) at a glance, so it
+// stays at 120 columns with the drill panel beside the table.
 // The topic column takes whatever is left.
 // mirrorW is the MIRROR column width (0 for none): the longest mirror name,
 // capped.
@@ -74,7 +77,7 @@ func partitionColumns(width, mirrorW int) []column {
 		{colLag, 7, true},
 		{colLagTime, 8, true},
 	}
-	optional := []column{{colRate, 10, true}, {colLME, 14, true}, {colEpoch, 5, true}}
+	optional := []column{{colEpoch, 5, true}, {colRate, 10, true}, {colLME, 14, true}}
 
 	used := gutterWidth
 	for _, c := range fixed {

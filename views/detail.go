@@ -72,6 +72,10 @@ func (d *Detail) lookup() {
 
 // Update implements Component.
 func (d *Detail) Update(msg tea.Msg) tea.Cmd {
+	if w, ok := msg.(tea.MouseWheelMsg); ok {
+		d.scroll = max(d.scroll+wheelStep(w), 0) // View clamps the bottom
+		return nil
+	}
 	k, ok := msg.(tea.KeyPressMsg)
 	if !ok {
 		return nil

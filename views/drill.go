@@ -22,6 +22,7 @@ type DrillPanel struct {
 	NextKey    string // the key that runs the next step
 	ConfirmKey string // the key that ticks the step's instruction as done
 	NoteKey    string // the key that opens the note prompt
+	PanelKey   string // the key that switches between panel and strip
 }
 
 // drillMarker is the step's mark; the word beside a failed step keeps the
@@ -97,23 +98,7 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	} else if st.ReportPath != "" {
 		out = append(out, wrapStyled(s.OK.Render, "report: "+st.ReportPath+".md and .json", inner)...)
 	}
-	var keys string
-	switch {
-	case st.Running:
-		keys = s.Warn.Render("running " + drill.Steps[focus].Title() + "…")
-	case st.Done():
-		keys = s.Subtle.Render("every step has run")
-	case st.Steps[focus].NeedsConfirm():
-		keys = s.HelpKey.Render(p.ConfirmKey) + " " + s.Text.Render(fmt.Sprintf("done: tick step %d", focus+1)) +
-			"  " + s.HelpKey.Render(p.NoteKey) + " " + s.Text.Render("note")
-	default:
-		verb := "run"
-		if st.Steps[focus].State == drill.Failed {
-			verb = "retry"
-		}
-		keys = s.HelpKey.Render(p.NextKey) + " " + s.Text.Render(fmt.Sprintf("%s step %d", verb, focus+1)) +
-			"  " + s.HelpKey.Render(p.NoteKey) + " " + s.Text.Render("note")
-	}
+	keys := drillNext(s, p, focus)
 	out = append(out, keys)
 	switch {
 	case p.Editing && p.Prompt != nil:
@@ -168,4 +153,52 @@ func wrapStyled(style func(...string) string, text string, width int) []string {
 		out = append(out, style(ansi.Truncate(l, width, "…")))
 	}
 	return out
+}
+
+// drillNext is the drill's next action with its key.
+func drillNext(s *Skin, p DrillPanel, focus int) string {
+	st := p.Status
+	switch {
+	case st.Running:
+		return s.Warn.Render("running " + drill.Steps[focus].Title() + "…")
+	case st.Done():
+		return s.Subtle.Render("every step has run")
+	case st.Steps[focus].NeedsConfirm():
+		return s.HelpKey.Render(p.ConfirmKey) + " " + s.Text.Render(fmt.Sprintf("done: tick step %d", focus+1)) +
+			"  " + s.HelpKey.Render(p.NoteKey) + " " + s.Text.Render("note")
+	}
+	verb := "run"
+	if st.Steps[focus].State == drill.Failed {
+		verb = "retry"
+	}
+	return s.HelpKey.Render(p.NextKey) + " " + s.Text.Render(fmt.Sprintf("%s step %d", verb, focus+1)) +
+		"  " + s.HelpKey.Render(p.NoteKey) + " " + s.Text.Render("note")
+}
+
+// RenderDrillStrip is the drill in one line, for a terminal too small for
+// the panel (or an operator who hid it): the step, the next action and the
+// key that brings the panel back, so the drill never vanishes silently.
+// A message (a failed step's error) replaces the step title.
+func RenderDrillStrip(s *Skin, p DrillPanel, width int) string {
+	st := p.Status
+	if len(st.Steps) == 0 {
+		return block("", width, 1)
+	}
+	focus := min(st.Current, len(st.Steps)-1)
+	head := s.Title.Render(fmt.Sprintf(" DR DRILL %d/%d ", focus+1, len(st.Steps)))
+	what := s.Accent.Render(st.Steps[focus].Title)
+	switch {
+	case st.Done():
+		head, what = s.Title.Render(" DR DRILL complete "), s.Subtle.Render("")
+	case p.Editing && p.Prompt != nil:
+		what = p.Prompt.View(s, "note: ", width/3)
+	case p.Message != "" && p.MsgErr:
+		what = s.StatusError.Render(p.Message)
+	case st.Steps[focus].State == drill.Failed:
+		what = s.Err.Render(st.Steps[focus].Title + " failed")
+	}
+	tail := "  " + s.HelpKey.Render(p.PanelKey) + " " + s.Subtle.Render("panel")
+	room := max(width-ansi.StringWidth(head)-ansi.StringWidth(tail), 0)
+	mid := ansi.Truncate(what+"  "+drillNext(s, p, focus), room, "…")
+	return block(head+mid+strings.Repeat(" ", max(room-ansi.StringWidth(mid), 0))+tail, width, 1)
 }

@@ -21,7 +21,9 @@ type Mirrors struct {
 
 	snap   engine.Snapshot
 	sums   []Summary
-	cursor int
+	rows   []int // indexes into snap.Mirrors the filter shows
+	cursor int   // into rows
+	filter Filter
 }
 
 // NewMirrors returns an empty mirrors list.
@@ -32,38 +34,73 @@ func (v *Mirrors) SetSize(width, height int) { v.width, v.height = width, height
 
 // SetSnapshot replaces the data.
 func (v *Mirrors) SetSnapshot(snap engine.Snapshot) {
-	sel := v.selected()
 	v.snap = snap
 	v.sums = make([]Summary, len(snap.Mirrors))
 	for i := range snap.Mirrors {
 		v.sums[i] = SummarizeMirror(&snap.Mirrors[i])
-		if snap.Mirrors[i].Name == sel {
-			v.cursor = i
+	}
+	v.refilter()
+}
+
+// refilter rebuilds the shown rows, keeping the cursor on the same mirror.
+func (v *Mirrors) refilter() {
+	sel := v.selected()
+	v.rows = v.rows[:0]
+	for i := range v.snap.Mirrors {
+		if v.filter.Match(v.snap.Mirrors[i].Name) {
+			if v.snap.Mirrors[i].Name == sel {
+				v.cursor = len(v.rows)
+			}
+			v.rows = append(v.rows, i)
 		}
 	}
-	v.cursor = max(min(v.cursor, len(snap.Mirrors)-1), 0)
+	v.cursor = max(min(v.cursor, len(v.rows)-1), 0)
 }
 
 // Help implements Component.
 func (v *Mirrors) Help() []keymap.Entry { return v.km.ForScope(keymap.ScopeMirrors) }
 
 // Capturing implements Component.
-func (v *Mirrors) Capturing() bool { return false }
+func (v *Mirrors) Capturing() bool { return v.filter.Editing() }
 
 func (v *Mirrors) selected() string {
-	if v.cursor < len(v.snap.Mirrors) {
-		return v.snap.Mirrors[v.cursor].Name
+	if v.cursor < len(v.rows) {
+		return v.snap.Mirrors[v.rows[v.cursor]].Name
 	}
 	return ""
 }
 
 // Update implements Component.
 func (v *Mirrors) Update(msg tea.Msg) tea.Cmd {
-	k, ok := msg.(tea.KeyPressMsg)
-	if !ok {
+	if v.filter.Editing() {
+		if v.filter.Update(msg) != FilterUnchanged {
+			v.refilter()
+		}
 		return nil
 	}
-	n := len(v.snap.Mirrors)
+	n := len(v.rows)
+	switch msg := msg.(type) {
+	case tea.MouseClickMsg:
+		first, heights := v.cardLayout()
+		y := msg.Y - 1 // the count line
+		for i := first; i < len(heights) && msg.Button == tea.MouseLeft; i++ {
+			if y >= 0 && y <= heights[i] { // the blank line above a card selects it too
+				v.cursor = i
+				break
+			}
+			y -= heights[i] + 1
+		}
+		return nil
+	case tea.MouseWheelMsg:
+		v.cursor = max(min(v.cursor+wheelStep(msg)/wheelLines, n-1), 0)
+		return nil
+	case tea.KeyPressMsg:
+		return v.key(msg, n)
+	}
+	return nil
+}
+
+func (v *Mirrors) key(k tea.KeyPressMsg, n int) tea.Cmd {
 	switch a := v.km.Match(k, keymap.ScopeMirrors); a {
 	case keymap.Up:
 		v.cursor = max(v.cursor-1, 0)
@@ -76,6 +113,12 @@ func (v *Mirrors) Update(msg tea.Msg) tea.Cmd {
 	case keymap.Detail:
 		if name := v.selected(); name != "" {
 			return emit(ShowMirrorMsg{Mirror: name})
+		}
+	case keymap.Filter:
+		v.filter.Open()
+	case keymap.Back:
+		if v.filter.Clear() {
+			v.refilter()
 		}
 	case keymap.Pause, keymap.Resume, keymap.Recover, keymap.StopMirror:
 		if name := v.selected(); name != "" {
@@ -92,33 +135,50 @@ func (v *Mirrors) Update(msg tea.Msg) tea.Cmd {
 // mirrors.
 func (v *Mirrors) View() string {
 	s := v.skin
-	lines := []string{s.Subtle.Render(itoa(len(v.snap.Mirrors))+" mirror(s) into destination ") +
-		s.Destination.Render(orUnknown(v.snap.Destination.ID))}
-	if len(v.snap.Mirrors) == 0 {
+	head := s.Subtle.Render(itoa(len(v.snap.Mirrors))+" mirror(s) into destination ") +
+		s.Destination.Render(orUnknown(v.snap.Destination.ID))
+	switch {
+	case v.filter.Editing():
+		head = v.filter.PromptLine(s, v.width)
+	case v.filter.Active():
+		head += "  " + s.Label.Render("showing ") + s.Text.Render(itoa(len(v.rows))) + "  " + v.filter.Label(s)
+	}
+	lines := []string{head}
+	switch {
+	case len(v.snap.Mirrors) == 0:
 		lines = append(lines, "", s.Subtle.Render("  no mirrors in the snapshot yet"))
 		return block(strings.Join(lines, "\n"), v.width, v.height)
+	case len(v.rows) == 0:
+		lines = append(lines, "", s.Subtle.Render("  no mirror matches the filter (esc clears it)"))
+		return block(strings.Join(lines, "\n"), v.width, v.height)
 	}
-	var cards [][]string
-	for i := range v.snap.Mirrors {
-		cards = append(cards, v.card(i))
-	}
-	// Scroll by whole cards so the selected one is always fully visible.
-	room := v.height - 1
-	first := 0
-	for used := 0; ; first++ {
-		used = 0
-		for j := first; j <= v.cursor; j++ {
-			used += len(cards[j]) + 1
-		}
-		if used <= room || first == v.cursor {
-			break
-		}
-	}
-	for _, c := range cards[first:] {
+	first, _ := v.cardLayout()
+	for _, i := range v.rows[first:] {
+		c := v.card(i)
 		lines = append(lines, "")
 		lines = append(lines, c...)
 	}
 	return block(strings.Join(lines, "\n"), v.width, v.height)
+}
+
+// cardLayout returns the first card shown and every shown card's height.
+// It scrolls by whole cards so the selected one is always fully visible;
+// View and mouse clicks both use it, so a click lands on the card drawn.
+func (v *Mirrors) cardLayout() (first int, heights []int) {
+	for _, i := range v.rows {
+		heights = append(heights, len(v.card(i)))
+	}
+	room := v.height - 1
+	for ; first < v.cursor; first++ {
+		used := 0
+		for j := first; j <= v.cursor; j++ {
+			used += heights[j] + 1
+		}
+		if used <= room {
+			break
+		}
+	}
+	return first, heights
 }
 
 // card renders mirror i: name, source and size; state counts (wrapped);
@@ -127,7 +187,7 @@ func (v *Mirrors) card(i int) []string {
 	s := v.skin
 	m, sum := &v.snap.Mirrors[i], v.sums[i]
 	name := "  " + m.Name + " "
-	if i == v.cursor {
+	if m.Name == v.selected() {
 		name = s.Selected.Render("> " + m.Name + " ")
 	} else {
 		name = s.Text.Bold(true).Render(name)

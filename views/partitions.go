@@ -2,9 +2,7 @@ package views
 
 import (
 	"cmp"
-	"regexp"
 	"slices"
-	"strings"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -78,13 +76,8 @@ type Partitions struct {
 	sortKey        SortKey
 	mirror         string // show only this mirror ("" = all)
 
-	filterText string
-	filter     *regexp.Regexp
-	filterErr  string
-	matches    map[string]bool // topic → filter match, reset with the filter
-	editing    bool
-	prompt     Prompt
-	before     string // filter text when editing started, restored by esc
+	filter  Filter
+	matches map[string]bool // topic → filter match, reset when the filter changes
 }
 
 // NewPartitions returns an empty table.
@@ -137,7 +130,7 @@ func (v *Partitions) Help() []keymap.Entry { return v.km.ForScope(keymap.ScopePa
 
 // Capturing implements Component: while the filter prompt is open every key
 // is text.
-func (v *Partitions) Capturing() bool { return v.editing }
+func (v *Partitions) Capturing() bool { return v.filter.Editing() }
 
 // Selected returns the partition under the cursor.
 func (v *Partitions) Selected() (PartKey, bool) {
@@ -150,12 +143,15 @@ func (v *Partitions) Selected() (PartKey, bool) {
 func (v *Partitions) visibleRows() int { return max(v.height-2, 0) }
 
 func (v *Partitions) topicMatches(topic string) bool {
-	if v.filter == nil {
+	if !v.filter.Active() {
 		return true
+	}
+	if v.matches == nil {
+		v.matches = map[string]bool{}
 	}
 	m, ok := v.matches[topic]
 	if !ok {
-		m = v.filter.MatchString(topic)
+		m = v.filter.Match(topic)
 		v.matches[topic] = m
 	}
 	return m
@@ -250,36 +246,43 @@ func (v *Partitions) clampScroll() {
 	v.offset = max(min(v.offset, len(v.rows)-n), 0)
 }
 
-// setFilter applies text as the topic filter. An invalid expression is
-// reported and the previous filter stays in force: a typo mid-drill must not
-// blank the table.
+// setFilter applies text as the topic filter (see Filter for "!re" and
+// invalid expressions).
 func (v *Partitions) setFilter(text string) {
-	if text == "" {
-		v.filterText, v.filter, v.filterErr = "", nil, ""
-		v.matches = nil
-		v.rebuild()
-		return
+	if v.filter.Set(text) {
+		v.refilter()
 	}
-	re, err := regexp.Compile(text)
-	if err != nil {
-		v.filterErr = "invalid regular expression: " + strings.TrimPrefix(err.Error(), "error parsing regexp: ")
-		return
-	}
-	v.filterText, v.filter, v.filterErr = text, re, ""
-	v.matches = map[string]bool{}
+}
+
+func (v *Partitions) refilter() {
+	v.matches = nil
 	v.rebuild()
 }
 
 // Update implements Component.
 func (v *Partitions) Update(msg tea.Msg) tea.Cmd {
-	k, ok := msg.(tea.KeyPressMsg)
-	if !ok {
+	if v.filter.Editing() {
+		if v.filter.Update(msg) != FilterUnchanged {
+			v.refilter()
+		}
 		return nil
 	}
-	if v.editing {
-		v.updatePrompt(k)
+	switch msg := msg.(type) {
+	case tea.MouseClickMsg:
+		if row := msg.Y - 2; row >= 0 && msg.Button == tea.MouseLeft {
+			v.moveTo(v.offset + row)
+		}
 		return nil
+	case tea.MouseWheelMsg:
+		v.moveTo(v.cursor + wheelStep(msg))
+		return nil
+	case tea.KeyPressMsg:
+		return v.key(msg)
 	}
+	return nil
+}
+
+func (v *Partitions) key(k tea.KeyPressMsg) tea.Cmd {
 	switch a := v.km.Match(k, keymap.ScopePartitions); a {
 	case keymap.Up:
 		v.moveTo(v.cursor - 1)
@@ -296,8 +299,7 @@ func (v *Partitions) Update(msg tea.Msg) tea.Cmd {
 	case keymap.Mark:
 		v.toggleMark()
 	case keymap.Filter:
-		v.editing, v.before = true, v.filterText
-		v.prompt.SetValue(v.filterText)
+		v.filter.Open()
 	case keymap.Sort:
 		v.sortKey = v.sortKey.next()
 		v.sortRows()
@@ -321,20 +323,6 @@ func (v *Partitions) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-func (v *Partitions) updatePrompt(k tea.KeyPressMsg) {
-	switch v.prompt.Update(k) {
-	case PromptEditing:
-		v.setFilter(v.prompt.Value())
-	case PromptSubmitted:
-		if v.filterErr == "" {
-			v.editing = false
-		}
-	case PromptCancelled:
-		v.editing = false
-		v.setFilter(v.before)
-	}
-}
-
 func (v *Partitions) toggleMark() {
 	key, ok := v.Selected()
 	if !ok {
@@ -351,7 +339,7 @@ func (v *Partitions) toggleMark() {
 // back clears, one per press, the filter, the marks and the mirror scope.
 func (v *Partitions) back() {
 	switch {
-	case v.filterText != "":
+	case v.filter.Active():
 		v.setFilter("")
 	case len(v.marks) > 0:
 		clear(v.marks)
@@ -400,4 +388,4 @@ func (v *Partitions) currentMirror() string {
 func (v *Partitions) Marked() int { return len(v.marks) }
 
 // FilterText returns the active topic filter.
-func (v *Partitions) FilterText() string { return v.filterText }
+func (v *Partitions) FilterText() string { return v.filter.Text() }

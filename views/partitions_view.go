@@ -40,26 +40,23 @@ func (v *Partitions) emptyText() string {
 	case v.scoped == 0:
 		return "no partitions yet (waiting for the engine)"
 	}
-	return "no topic matches /" + v.filterText + "/ (esc clears the filter)"
+	if strings.HasPrefix(v.filter.Text(), "!") {
+		return "every topic matches /" + v.filter.Text()[1:] + "/ (esc clears the filter)"
+	}
+	return "no topic matches /" + v.filter.Text() + "/ (esc clears the filter)"
 }
 
 func (v *Partitions) infoLine() string {
 	s := v.skin
-	if v.editing {
-		line := v.prompt.View(s, "/", v.width/2)
-		if v.filterErr != "" {
-			line += "  " + s.StatusError.Render(v.filterErr)
-		} else {
-			line += "  " + s.Subtle.Render("enter keeps the filter, esc restores it")
-		}
-		return line
+	if v.filter.Editing() {
+		return v.filter.PromptLine(s, v.width)
 	}
 	parts := []string{s.Label.Render("showing ") + s.Text.Render(groupDigits(int64(len(v.rows)))+" of "+groupDigits(int64(v.scoped)))}
 	if v.mirror != "" {
 		parts = append(parts, s.Label.Render("mirror ")+s.Text.Render(v.mirror))
 	}
-	if v.filterText != "" {
-		parts = append(parts, s.Label.Render("filter ")+s.Accent.Render("/"+v.filterText+"/"))
+	if l := v.filter.Label(s); l != "" {
+		parts = append(parts, l)
 	}
 	parts = append(parts, s.Label.Render("sort ")+s.Text.Render(v.sortKey.String()))
 	if len(v.marks) > 0 {
