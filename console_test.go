@@ -247,6 +247,11 @@ func TestConsoleObservesWithoutJoining(t *testing.T) {
 	before = stateEnds(t, adm)
 	rw := startConsole(t, s.dst, false)
 	observedByInstances(t, rw.o, 6)
+	// The model shows what the observer saw at its next tick: the key
+	// acts on the row under the cursor only once the rows are there.
+	teatest.WaitFor(t, rw.tm.Output(), func(b []byte) bool {
+		return strings.Contains(string(b), "t0") && strings.Contains(string(b), "MIRRORING")
+	}, teatest.WithDuration(30*time.Second))
 	rw.tm.Send(tea.KeyPressMsg{Code: 'p', Text: "p"}) // the cursor's topic, t0
 	var owner string
 	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
