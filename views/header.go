@@ -64,8 +64,12 @@ func (h *Header) lines() []string {
 func (h *Header) outages() []string {
 	var out []string
 	for _, o := range h.sum.Outages {
-		line := fmt.Sprintf("SOURCE UNREACHABLE %s for %s (mirror %s): lag unknown, partitions FAILED until it answers; a stop needs only the destination",
-			o.Source, duration(h.snap.Taken.Sub(o.Since)), o.Mirror)
+		what := "lag unknown, partitions FAILED until it answers; a stop needs only the destination"
+		if o.Waiting == 0 {
+			what = "none of its partitions needs it (paused or stopped)"
+		}
+		line := fmt.Sprintf("SOURCE UNREACHABLE %s for %s (mirror %s): %s",
+			o.Source, duration(h.snap.Taken.Sub(o.Since)), o.Mirror, what)
 		out = append(out, h.skin.Err.Render(ansi.Truncate(line, max(h.width, 1), "…")))
 	}
 	return out

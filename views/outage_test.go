@@ -116,3 +116,31 @@ func TestHeaderBanners(t *testing.T) {
 		t.Run(itoa(w), func(t *testing.T) { golden.RequireEqual(t, out) })
 	}
 }
+
+// TestHeaderLagUnknownBeforeTheOutageIsKnown: a MIRRORING partition whose
+// source end is not known (the first look not answered yet) makes the
+// header's lag "unknown", not 0; and a mirror whose partitions are all
+// stopped says its outage needs nothing of them.
+func TestHeaderLagUnknownBeforeTheOutageIsKnown(t *testing.T) {
+	h := NewHeader(testSkin())
+	h.SetSize(160)
+	snap := tuitest.Snapshot()
+	for i := range snap.Mirrors[1].Partitions {
+		p := &snap.Mirrors[1].Partitions[i]
+		if p.State == partition.Mirroring {
+			p.SourceHWM, p.Lag = -1, 0
+		}
+	}
+	h.SetSnapshot(snap, Summarize(&snap))
+	if out := ansi.Strip(h.View()); !strings.Contains(out, "lag unknown") || strings.Contains(out, "SOURCE UNREACHABLE") {
+		t.Fatalf("header:\n%s", out)
+	}
+	snap = outageSnapshot()
+	for i := range snap.Mirrors[0].Partitions {
+		snap.Mirrors[0].Partitions[i].State = partition.Stopped
+	}
+	h.SetSnapshot(snap, Summarize(&snap))
+	if out := ansi.Strip(h.View()); !strings.Contains(out, "none of its partitions needs it") || strings.Contains(out, "FAILED until") {
+		t.Fatalf("header with every partition stopped:\n%s", out)
+	}
+}

@@ -30,10 +30,11 @@ type Summary struct {
 
 // Outage is a mirror whose source cluster does not answer.
 type Outage struct {
-	Mirror string
-	Source string // the first bootstrap server, or the cluster id
-	Since  time.Time
-	Error  string
+	Mirror  string
+	Source  string // the first bootstrap server, or the cluster id
+	Since   time.Time
+	Error   string
+	Waiting int // its partitions that need the source (not paused or stopped)
 }
 
 // addMirror counts a mirror's partitions and its source's outage.
@@ -48,14 +49,24 @@ func (s *Summary) addMirror(m *engine.MirrorSnapshot) {
 	if len(m.Source.Bootstrap) > 0 {
 		src = m.Source.Bootstrap[0]
 	}
-	s.Outages = append(s.Outages, Outage{Mirror: m.Name, Source: src, Since: m.SourceReach.DownSince, Error: m.SourceReach.Error})
+	o := Outage{Mirror: m.Name, Source: src, Since: m.SourceReach.DownSince, Error: m.SourceReach.Error}
 	for j := range m.Partitions {
-		switch m.Partitions[j].State {
-		case partition.Paused, partition.Pausing, partition.Stopped, partition.Stopping:
-		case partition.Unknown, partition.LogAlignment, partition.EpochFencing, partition.Mirroring, partition.Failed, partition.ULERecovery:
-			s.LagUnknown++
+		if needsSource(m.Partitions[j].State) {
+			o.Waiting++
 		}
 	}
+	s.Outages = append(s.Outages, o)
+}
+
+// needsSource reports a state in which a partition is expected to follow
+// its source: its lag is then something the operator must be able to read.
+func needsSource(st partition.State) bool {
+	switch st {
+	case partition.LogAlignment, partition.EpochFencing, partition.Mirroring, partition.Failed, partition.ULERecovery:
+		return true
+	case partition.Unknown, partition.Paused, partition.Pausing, partition.Stopped, partition.Stopping:
+	}
+	return false
 }
 
 func (s *Summary) add(p *engine.PartitionSnapshot) {
@@ -64,6 +75,11 @@ func (s *Summary) add(p *engine.PartitionSnapshot) {
 	}
 	s.Partitions++
 	s.Counts[p.State]++
+	if p.SourceHWM < 0 && needsSource(p.State) {
+		// The source's end is not known here (an outage, or the first
+		// look not answered yet): its lag is unknown, not zero.
+		s.LagUnknown++
+	}
 	s.TotalLag += p.Lag
 	if p.LagTime > s.WorstLagTime {
 		s.WorstLagTime = p.LagTime
