@@ -268,6 +268,10 @@ func (r *runner) stop(ctx context.Context) error {
 	if err := r.abortOpen(ctx); err != nil {
 		return err
 	}
+	// The producer id batches above the last checkpoint may carry: the
+	// recorded one, before the bump below (which keeps the id unless the
+	// broker expired it).
+	before := r.writer.ProducerID
 	for attempt := 0; ; attempt++ {
 		// Only the epoch bump: a foreign write is reported by the next
 		// alignment, and a stop of thousands of partitions must not read
@@ -288,7 +292,7 @@ func (r *runner) stop(ctx context.Context) error {
 		// or started, while the source was away): its LME is the last
 		// checkpoint, and the destination may hold appends made after
 		// it. The STOPPED record must name the real one.
-		r.settleLME(ctx)
+		r.settleLME(ctx, before)
 	}
 	// Last, once nothing of the mirror can land any more: the topic is
 	// reported writable (STOPPED) only after its guard is gone.

@@ -318,7 +318,7 @@ func splitFrom(records []byte, offset int64) ([]rawBatch, int64, error) {
 // gone records the offset the destination really holds; their source epoch
 // is not known there, so the LME's epoch is then unknown (-1). A batch
 // kmirror did not write ends the walk, loudly.
-func (r *runner) settleLME(ctx context.Context) {
+func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 	last, _, _ := r.stats.lme()
 	rt, err := r.m.destRoute(ctx, r.topic, r.partition, r.m.e.now())
 	if err == nil {
@@ -342,7 +342,8 @@ func (r *runner) settleLME(ctx context.Context) {
 			if d.h.BaseOffset >= end {
 				break
 			}
-			if !d.h.IsTransactional() && (r.writer.ProducerID <= 0 || d.h.ProducerID != r.writer.ProducerID) {
+			mine := d.h.ProducerID > 0 && (d.h.ProducerID == r.writer.ProducerID || d.h.ProducerID == earlierWriter)
+			if !d.h.IsTransactional() && !mine {
 				r.m.e.emit(LevelError, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("stopping: the destination holds records kmirror did not write after offset %d (first at offset %d, producer id %d); the recorded last mirrored offset is %d",
 					ours, d.h.BaseOffset, d.h.ProducerID, ours))
 				off = end
