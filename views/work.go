@@ -36,8 +36,8 @@ func workTitle(p *engine.Progress) string {
 	return p.Kind.String()
 }
 
-// etaText is "ETA 12s", or what stands for it when there is no estimate.
-func etaText(d time.Duration, complete bool) string {
+// workETAText is "ETA 12s", or what stands for it when there is no estimate.
+func workETAText(d time.Duration, complete bool) string {
 	switch {
 	case complete:
 		return "complete"
@@ -53,7 +53,7 @@ func (d *Detail) workLines(p *engine.Progress) []string {
 	room := max(d.width-detailLabelWidth, 10)
 	bar := workBar(s, p.Fraction(), min(max(room-20, 10), 60))
 	out := d.field("long work", s.Warn.Render(workTitle(p)))
-	out = append(out, d.field("", bar+"  "+s.Text.Render(etaText(p.ETA, p.Done >= p.Total)))...)
+	out = append(out, d.field("", bar+"  "+s.Text.Render(workETAText(p.ETA, p.Done >= p.Total)))...)
 	started := "started " + clock(p.StartedAt) + " UTC"
 	if !p.StartedAt.IsZero() {
 		started += " (" + duration(d.snap.Taken.Sub(p.StartedAt)) + " ago)"
@@ -117,7 +117,7 @@ func (h *Header) work() []string {
 	if w.Total > 0 {
 		fraction = min(float64(w.Done)/float64(w.Total), 1)
 	}
-	eta := etaText(engine.ETA(w.Done, w.Total, w.DoneBefore, w.StartedAt, h.snap.Taken), w.Done >= w.Total)
+	eta := workETAText(engine.ETA(w.Done, w.Total, w.DoneBefore, w.StartedAt, h.snap.Taken), w.Done >= w.Total)
 	more := ""
 	if n := len(h.sum.Work) - 1; n > 0 {
 		more = s.Subtle.Render("  +" + plural(n, "other", "others"))
