@@ -66,6 +66,89 @@ type PartitionSnapshot struct {
 	BytesCopied   int64 // bytes appended since the partition was started here
 	BatchesCopied int64
 	FillerBatches int64 // batches appended only to keep offsets aligned
+
+	// Progress is the long work running on the partition (an adoption's
+	// verification, a rebuild), nil when none: catching up is not long
+	// work here, Lag and the rates already say how it goes.
+	Progress *Progress
+}
+
+// WorkKind is a kind of long work a partition reports progress of.
+type WorkKind int8
+
+const (
+	// WorkAdoption: verifying an existing destination partition against
+	// the source, batch by batch, before mirroring into it; Done and
+	// Total count offsets.
+	WorkAdoption WorkKind = iota + 1
+	// WorkQuarantine: a rebuild copying the partition's destination-only
+	// records to the quarantine topic; Done and Total count offsets of
+	// the destination range.
+	WorkQuarantine
+	// WorkRebuildStep: a rebuild deleting or recreating the destination
+	// topic after its quarantine; Done and Total count those steps.
+	WorkRebuildStep
+)
+
+// String returns the kind's short name.
+func (k WorkKind) String() string {
+	switch k {
+	case WorkAdoption:
+		return "verify"
+	case WorkQuarantine:
+		return "quarantine"
+	case WorkRebuildStep:
+		return "rebuild"
+	}
+	return "work"
+}
+
+// Unit names what Done and Total count.
+func (k WorkKind) Unit() string {
+	if k == WorkRebuildStep {
+		return "steps"
+	}
+	return "offsets"
+}
+
+// Progress is how far one piece of long work got.
+type Progress struct {
+	Kind WorkKind
+	// Step says what the work does now, for WorkRebuildStep ("delete",
+	// "recreate"); the quarantine topic for WorkQuarantine.
+	Step        string
+	Done, Total int64
+	// DoneBefore is what was done already when this instance took the
+	// work on (a rebuild continued from its record): not part of the
+	// rate.
+	DoneBefore int64
+	StartedAt  time.Time
+	// ETA is how long the rest takes at the rate so far, -1 while that
+	// rate is unknown (nothing done yet).
+	ETA time.Duration
+}
+
+// Fraction returns Done/Total in [0, 1]; work of nothing is complete.
+func (p *Progress) Fraction() float64 {
+	if p.Total <= 0 {
+		return 1
+	}
+	return min(max(float64(p.Done)/float64(p.Total), 0), 1)
+}
+
+// ETA estimates how long the rest of a piece of work takes at the rate
+// seen since it started: done of total, of which before was done already
+// at started (not done at this rate). -1 while no rate is known.
+func ETA(done, total, before int64, started, now time.Time) time.Duration {
+	if done >= total {
+		return 0
+	}
+	elapsed := now.Sub(started)
+	if done <= before || elapsed <= 0 || started.IsZero() {
+		return -1
+	}
+	perOffset := float64(elapsed) / float64(done-before)
+	return time.Duration(perOffset * float64(total-done))
 }
 
 // MirrorSnapshot is the published view of one mirror.

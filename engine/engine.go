@@ -263,6 +263,7 @@ func (e *Engine) Snapshot() Snapshot {
 		for _, r := range m.runners() {
 			ps := r.stats.snapshot()
 			ps.Owner = e.cfg.Instance
+			ps.Progress = r.stats.progress(s.Taken)
 			mm.Partitions = append(mm.Partitions, ps)
 		}
 		m.mu.Lock()

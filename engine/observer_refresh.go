@@ -346,6 +346,9 @@ func (o *Observer) partitionSnapshot(st *observeState, mirror, topic string, p i
 		}
 	}
 	ps.Owner = ownerOf(st.cat, mirror, topic, recorded, now).owner
+	if rec, ok := st.cat.Rebuilds[store.TopicRef{Mirror: mirror, Topic: topic}]; ok {
+		ps.Progress = recordedProgress(&rec, p, now)
+	}
 	if e, ok := sl.ends[topic][p]; ok {
 		op.srcEnd = e
 		if n := len(op.hist); n == 0 || op.hist[n-1].end != e {

@@ -251,8 +251,9 @@ func faultAt(point string) error {
 // partition into the same partition of the quarantine topic, but for the
 // first skip of them (an interrupted copy left those there already). It
 // returns how many data records the range holds: what the quarantine
-// partition must hold once the copy is complete.
-func (m *mirror) copyRange(ctx context.Context, topic, q string, p int32, from, to, skip int64) (int64, error) {
+// partition must hold once the copy is complete. progress is told the
+// offsets of the range behind the copy as it goes.
+func (m *mirror) copyRange(ctx context.Context, topic, q string, p int32, from, to, skip int64, progress func(done int64)) (int64, error) {
 	base := append([]kgo.Opt{kgo.SeedBrokers(m.e.cfg.Destination...), kgo.ClientID(m.e.cfg.Instance + "-quarantine")}, m.e.cfg.DestinationOpts...)
 	// Control records are kept so the read knows it reached the end even
 	// when the range closes with a transaction marker; they are not copied.
@@ -278,12 +279,14 @@ func (m *mirror) copyRange(ctx context.Context, topic, q string, p int32, from, 
 			return seen, fmt.Errorf("read %s/%d for quarantine: %w", topic, p, err)
 		}
 		var batch []*kgo.Record
+		var at []int64 // the destination offset of each record of batch
 		last := int64(-1)
 		fs.EachRecord(func(r *kgo.Record) {
 			last = r.Offset
 			if r.Offset < to && !r.Attrs.IsControl() {
 				if seen++; seen > skip {
 					batch = append(batch, &kgo.Record{Topic: q, Partition: p, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp})
+					at = append(at, r.Offset)
 				}
 			}
 		})
@@ -297,7 +300,13 @@ func (m *mirror) copyRange(ctx context.Context, topic, q string, p int32, from, 
 			if err := prod.ProduceSync(cctx, batch[:n]...).FirstErr(); err != nil {
 				return seen, fmt.Errorf("write quarantine %s/%d: %w", q, p, err)
 			}
-			batch = batch[n:]
+			progress(at[n-1] + 1 - from)
+			batch, at = batch[n:], at[n:]
+		}
+		if last >= 0 {
+			// Past what was written: records skipped (copied by an
+			// interrupted copy) and markers.
+			progress(min(last+1, to) - from)
 		}
 		if last >= to-1 {
 			return seen, nil

@@ -179,6 +179,10 @@ func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from m
 // resumed says the record was found, not just planned: the quarantine may
 // exist already, and hold part of the copy.
 func (m *mirror) continueRebuild(ctx context.Context, sink *stateSink, rec store.RebuildRecord, resumed bool) (store.RebuildRecord, error) {
+	defer m.rebuildStats(&rec, func(_ *store.RebuildRange, s *partStats) {
+		s.endWork(WorkQuarantine)
+		s.endWork(WorkRebuildStep)
+	})
 	for !rec.Step.Finished() {
 		var err error
 		switch rec.Step {
@@ -215,11 +219,23 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 		return fmt.Errorf("nothing deleted: %w", err)
 	}
 	q := rec.Quarantine
+	now := m.e.now()
+	m.rebuildStats(rec, func(rg *store.RebuildRange, s *partStats) {
+		if rg.To <= rg.From {
+			return // nothing destination-only: no copy to show
+		}
+		size, done := rg.To-rg.From, int64(0)
+		if rg.Checked {
+			done = size // copied before this instance took the rebuild on
+		}
+		s.startWork(WorkQuarantine, q, done, size, now)
+	})
 	for i := range rec.Ranges {
 		rg := &rec.Ranges[i]
 		if rg.Checked {
 			continue
 		}
+		stats := m.partStats(rec.Topic, rg.Partition)
 		// The quarantine partition holds only this copy's records (the
 		// topic is ours, retention -1): its count is how far an
 		// interrupted copy got.
@@ -235,7 +251,11 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 			m.e.emit(LevelWarn, m.cfg.Name, rec.Topic, rg.Partition,
 				fmt.Sprintf("quarantine %s/%d holds %d records of an interrupted copy of [%d, %d): copying the rest after them", q, rg.Partition, held, rg.From, rg.To))
 		}
-		want, err := m.copyRange(ctx, rec.Topic, q, rg.Partition, rg.From, rg.To, held)
+		want, err := m.copyRange(ctx, rec.Topic, q, rg.Partition, rg.From, rg.To, held, func(done int64) {
+			if stats != nil {
+				stats.workDone(WorkQuarantine, done)
+			}
+		})
 		if err != nil {
 			return fmt.Errorf("nothing deleted: %w", err)
 		}
@@ -252,6 +272,9 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 		rg.Copied, rg.Checked = end, true
 		if err := m.saveRebuild(ctx, sink, rec); err != nil {
 			return fmt.Errorf("nothing deleted: %w", err)
+		}
+		if stats != nil {
+			stats.workDone(WorkQuarantine, rg.To-rg.From)
 		}
 	}
 	rec.Step = store.RebuildQuarantined
@@ -324,6 +347,7 @@ func (m *mirror) rebuildDelete(ctx context.Context, sink *stateSink, rec *store.
 	if err := faultAt(rebuildFaultQuarantined); err != nil {
 		return fmt.Errorf("nothing deleted: %w", err)
 	}
+	m.rebuildStep(rec, "delete", 0)
 	if !gone {
 		dresp, err := m.e.dst.adm.DeleteTopics(ctx, rec.Topic)
 		if err == nil {
@@ -346,6 +370,7 @@ func (m *mirror) rebuildRecreate(ctx context.Context, sink *stateSink, rec *stor
 	if err := faultAt(rebuildFaultDeleted); err != nil {
 		return fmt.Errorf("recreate destination topic %s: %w", rec.Topic, err)
 	}
+	m.rebuildStep(rec, "recreate", 1)
 	b := backoff.Backoff{Policy: backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}}
 	var id [16]byte
 	var err error
@@ -395,4 +420,36 @@ func (e *Engine) recreateTopic(ctx context.Context, topic string, parts int32, c
 		return [16]byte{}, err
 	}
 	return meta.topics[topic].id, nil
+}
+
+// rebuildSteps is how many steps follow a rebuild's quarantine in its
+// published progress: the delete and the recreate.
+const rebuildSteps = 2
+
+// rebuildStep publishes the rebuild step starting on every partition of
+// the topic run here, done of the rebuildSteps done.
+func (m *mirror) rebuildStep(rec *store.RebuildRecord, step string, done int64) {
+	now := m.e.now()
+	m.rebuildStats(rec, func(_ *store.RebuildRange, s *partStats) {
+		s.startWork(WorkRebuildStep, step, done, rebuildSteps, now)
+	})
+}
+
+// rebuildStats calls f with the stats of every partition of the rebuild
+// that runs here: the rebuild publishes its progress on each of them,
+// whichever partition's runner does it.
+func (m *mirror) rebuildStats(rec *store.RebuildRecord, f func(rg *store.RebuildRange, s *partStats)) {
+	for i := range rec.Ranges {
+		if s := m.partStats(rec.Topic, rec.Ranges[i].Partition); s != nil {
+			f(&rec.Ranges[i], s)
+		}
+	}
+}
+
+// partStats returns the stats of a partition run here, nil otherwise.
+func (m *mirror) partStats(topic string, p int32) *partStats {
+	if r := m.runner(topic, p); r != nil {
+		return r.stats
+	}
+	return nil
 }

@@ -29,6 +29,11 @@ type partStats struct {
 	// partition record, -2 when a record must be written again (a
 	// checkpoint write failed).
 	checkpointed int64
+
+	// work is the long work running on the partition, nil otherwise:
+	// thousands of idle partitions each carry a partStats, so it is
+	// allocated only while such work runs (progress.go).
+	work *workProgress
 }
 
 func newPartStats(mirror, topic string, p int32) *partStats {

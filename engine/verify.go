@@ -76,6 +76,12 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 	}
 	v := verifier{r: r, a: a, srcStart: srcStart, dstEnd: dstEnd, adopting: adopting, last: a}
 	lastReport := r.m.e.now()
+	if adopting {
+		// Only an adoption walks a whole log; the batches above an
+		// anchor are the few appended after the last checkpoint.
+		r.stats.startWork(WorkAdoption, "", 0, dstEnd-from, lastReport)
+		defer r.stats.endWork(WorkAdoption)
+	}
 	for off := from; off < dstEnd; {
 		dbs, err := r.destBatches(ctx, off)
 		if err != nil {
@@ -93,6 +99,9 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 		}
 		if off == before {
 			return a, fmt.Errorf("%w: verify %s/%d: the destination returned no batch at offset %d below its end %d", errRealign, r.topic, r.partition, off, dstEnd)
+		}
+		if adopting {
+			r.stats.workDone(WorkAdoption, off-from)
 		}
 		if now := r.m.e.now(); adopting && now.Sub(lastReport) >= verifyProgressEvery {
 			lastReport = now

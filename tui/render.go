@@ -27,6 +27,7 @@ const (
 var asciiGlyphs = strings.NewReplacer(
 	"…", "~", "│", "|", "─", "-", "›", ">", "→", ">", "←", "<", "≈", "~",
 	"↑", "^", "↓", "v", "✓", "+", "✗", "x", "×", "x", "—", "-", "–", "-", "·", ".", "≥", ">",
+	"█", "#", "░", ".", // progress bars
 )
 
 // View builds the one tea.View of the program (only the root does this).

@@ -156,6 +156,11 @@ func (d *Detail) lines(p *engine.PartitionSnapshot) []string {
 		state += s.Subtle.Render(" (was " + StateLabel(p.PrevState) + ")")
 	}
 	add("state", state)
+	if p.Progress != nil {
+		// Long work is why a partition sits in alignment for minutes:
+		// shown first, where the state is.
+		out = append(out, d.workLines(p.Progress)...)
+	}
 	owner := p.Owner
 	if owner == "" {
 		owner = "unowned"

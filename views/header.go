@@ -55,7 +55,8 @@ func (h *Header) lines() []string {
 	out = append(out, h.banners()...)
 	out = append(out, h.outages()...)
 	out = append(out, h.counts()...)
-	return append(out, h.rates())
+	out = append(out, h.rates())
+	return append(out, h.work()...)
 }
 
 // outages is one error line per mirror whose source does not answer: the

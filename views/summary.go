@@ -26,6 +26,10 @@ type Summary struct {
 	// style, never "lag 0".
 	Outages    []Outage
 	LagUnknown int
+
+	// Work is the long work running, by mirror, topic and kind, in
+	// snapshot order.
+	Work []WorkSum
 }
 
 // Outage is a mirror whose source cluster does not answer.
@@ -88,6 +92,9 @@ func (s *Summary) add(p *engine.PartitionSnapshot) {
 	s.BytesPerSec += p.BytesPerSec
 	s.BatchesPerSec += p.BatchesPerSec
 	s.RecordsPerSec += p.RecordsPerSec
+	if p.Progress != nil {
+		s.addWork(p)
+	}
 }
 
 // SummarizeMirror aggregates one mirror.
