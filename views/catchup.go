@@ -77,13 +77,14 @@ func (e ETA) Text() string {
 }
 
 // rank orders estimates from nothing to wait for to never: sorting by ETA
-// and aggregating both use it. A stall ranks above a growing lag because
-// nothing at all is copied.
+// and aggregating both use it. Unknown ranks above in sync, so a topic
+// with a paused or just-seen partition never reads as in sync; a stall
+// ranks above a growing lag because nothing at all is copied.
 func (e ETA) rank() int {
 	switch e.Kind {
-	case ETAUnknown:
-		return 0
 	case ETASynced:
+		return 0
+	case ETAUnknown:
 		return 1
 	case ETACatching:
 		return 2
@@ -240,8 +241,16 @@ func (c *Catchup) Observe(snap *engine.Snapshot) *ETAs {
 			e := c.observe(k, p, snap.Taken)
 			out.part[k] = e
 			tk := TopicKey{m.Name, p.Topic}
-			out.topic[tk] = out.topic[tk].worse(e)
-			mirrorETA = mirrorETA.worse(e)
+			if t, ok := out.topic[tk]; ok {
+				out.topic[tk] = t.worse(e)
+			} else {
+				out.topic[tk] = e
+			}
+			if j == 0 {
+				mirrorETA = e
+			} else {
+				mirrorETA = mirrorETA.worse(e)
+			}
 		}
 		out.mirror[m.Name] = mirrorETA
 	}

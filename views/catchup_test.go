@@ -99,12 +99,19 @@ func TestCatchupObserve(t *testing.T) {
 	if got := e.Topic("m", "c"); got.Kind != ETAUnknown {
 		t.Errorf("paused topic c = %+v, want unknown: a paused lag is not a stall", got)
 	}
+	synced := c.Observe(etaSnap(20, etaPart{"a", 0, 900, 0, M}, etaPart{"a", 1, 150, 0, M}, etaPart{"c", 0, 0, 40, partition.Paused}))
+	if got := synced.Topic("m", "a"); got.Kind != ETASynced {
+		t.Errorf("topic a without lag = %+v, want synced", got)
+	}
+	if got := synced.Mirror("m"); got.Kind != ETAUnknown {
+		t.Errorf("mirror with a paused lag = %+v, want unknown, never in sync", got)
+	}
 	if got := e.Mirror("m"); got.Kind != ETAStalled || got.Stalled != 1 {
 		t.Errorf("mirror = %+v, want stalled by one partition", got)
 	}
 
 	// Partitions gone from the snapshot are forgotten.
-	c.Observe(etaSnap(20, etaPart{"a", 0, 900, 400, M}))
+	c.Observe(etaSnap(30, etaPart{"a", 0, 900, 400, M}))
 	if len(c.tracks) != 1 {
 		t.Errorf("%d tracks kept, want 1", len(c.tracks))
 	}
