@@ -112,18 +112,22 @@ func (e ETA) worse(o ETA) ETA {
 	return out
 }
 
-// etaSample is one look at a partition.
+// etaSample is one look at a partition; at is the snapshot's Unix time in
+// nanoseconds (a time.Time costs more to compare, 80,000 times a tick).
 type etaSample struct {
-	at        time.Time
+	at        int64
 	dest, lag int64
 }
 
-// etaTrack is a partition's recent samples, a ring.
+// etaTrack is a partition's recent samples, a ring, and the estimate of
+// the newest.
 type etaTrack struct {
 	s    [etaSamples]etaSample
 	n    int // samples held
 	next int // where the next one goes
 	seen uint64
+	eta  ETA
+	key  PartKey
 }
 
 func (t *etaTrack) add(s etaSample) {
@@ -139,7 +143,7 @@ func (t *etaTrack) oldest() etaSample {
 	last := t.newest()
 	for i := t.n - 1; i > 0; i-- {
 		s := t.s[(t.next-1-i+2*etaSamples)%etaSamples]
-		if last.at.Sub(s.at) <= etaWindow {
+		if time.Duration(last.at-s.at) <= etaWindow {
 			return s
 		}
 	}
@@ -153,14 +157,14 @@ func estimate(old, cur etaSample) ETA {
 	switch {
 	case cur.lag <= 0:
 		return ETA{Kind: ETASynced}
-	case !cur.at.After(old.at):
+	case cur.at <= old.at:
 		return ETA{Kind: ETAUnknown}
 	case cur.dest <= old.dest:
 		return ETA{Kind: ETAStalled, Stalled: 1}
 	case cur.lag >= old.lag:
 		return ETA{Kind: ETAGrowing, Growing: 1}
 	}
-	dt := cur.at.Sub(old.at)
+	dt := time.Duration(cur.at - old.at)
 	rate := float64(old.lag-cur.lag) / dt.Seconds()
 	return ETA{Kind: ETACatching, In: time.Duration(float64(cur.lag) / rate * float64(time.Second))}
 }
@@ -181,9 +185,12 @@ func copying(st partition.State) bool {
 // TopicKey identifies one mirrored topic.
 type TopicKey struct{ Mirror, Topic string }
 
-// ETAs are one snapshot's estimates. A nil *ETAs answers ETAUnknown.
+// ETAs are one snapshot's estimates, valid until the next Observe (the
+// partitions' are read from the history itself: copying 10,000 of them
+// into a map per snapshot was most of the cost of a tick). A nil *ETAs
+// answers ETAUnknown.
 type ETAs struct {
-	part   map[PartKey]ETA
+	part   map[PartKey]*etaTrack
 	topic  map[TopicKey]ETA
 	mirror map[string]ETA
 }
@@ -193,7 +200,10 @@ func (e *ETAs) Partition(k PartKey) ETA {
 	if e == nil {
 		return ETA{}
 	}
-	return e.part[k]
+	if t := e.part[k]; t != nil {
+		return t.eta
+	}
+	return ETA{}
 }
 
 // Topic returns the estimate for a topic: its slowest partition's.
@@ -217,42 +227,64 @@ func (e *ETAs) Mirror(name string) ETA {
 // Taken is the sample time), so tests drive it with fixed snapshots.
 type Catchup struct {
 	tracks map[PartKey]*etaTrack
-	gen    uint64
+	// order is each mirror's tracks in the last snapshot's partition order.
+	// Snapshots list partitions in the same order tick after tick, so the
+	// track at the same index is almost always the one: comparing its key
+	// costs less than hashing two strings for each of 10,000 partitions.
+	order map[string][]*etaTrack
+	gen   uint64
 }
 
 // NewCatchup returns an empty history.
-func NewCatchup() *Catchup { return &Catchup{tracks: map[PartKey]*etaTrack{}} }
+func NewCatchup() *Catchup {
+	return &Catchup{tracks: map[PartKey]*etaTrack{}, order: map[string][]*etaTrack{}}
+}
 
 // Observe records snap and returns its estimates. A snapshot polled twice
 // (same Taken) adds no sample; partitions gone from snap are forgotten.
 func (c *Catchup) Observe(snap *engine.Snapshot) *ETAs {
 	c.gen++
-	n := 0
-	for i := range snap.Mirrors {
-		n += len(snap.Mirrors[i].Partitions)
-	}
-	out := &ETAs{part: make(map[PartKey]ETA, n), topic: map[TopicKey]ETA{}, mirror: map[string]ETA{}}
+	at := snap.Taken.UnixNano()
+	out := &ETAs{part: c.tracks, topic: map[TopicKey]ETA{}, mirror: map[string]ETA{}}
 	for i := range snap.Mirrors {
 		m := &snap.Mirrors[i]
-		var mirrorETA ETA
+		var mirrorETA, topicETA ETA
+		last := c.order[m.Name]
+		order := make([]*etaTrack, len(m.Partitions))
+		// Partitions come sorted by topic: a topic is a run.
 		for j := range m.Partitions {
 			p := &m.Partitions[j]
 			k := keyOf(p)
-			e := c.observe(k, p, snap.Taken)
-			out.part[k] = e
-			tk := TopicKey{m.Name, p.Topic}
-			if t, ok := out.topic[tk]; ok {
-				out.topic[tk] = t.worse(e)
+			var t *etaTrack
+			if j < len(last) && last[j].key == k {
+				t = last[j]
+				t.seen = c.gen
 			} else {
-				out.topic[tk] = e
+				t = c.track(k)
 			}
-			if j == 0 {
-				mirrorETA = e
-			} else {
-				mirrorETA = mirrorETA.worse(e)
+			order[j] = t
+			t.eta = t.estimate(p, at)
+			e := t.eta
+			switch {
+			case j == 0:
+				mirrorETA, topicETA = e, e
+			case p.Topic != m.Partitions[j-1].Topic:
+				putTopic(out, m.Name, m.Partitions[j-1].Topic, topicETA)
+				mirrorETA, topicETA = mirrorETA.worse(e), e
+			default:
+				mirrorETA, topicETA = mirrorETA.worse(e), topicETA.worse(e)
 			}
 		}
+		if n := len(m.Partitions); n > 0 {
+			putTopic(out, m.Name, m.Partitions[n-1].Topic, topicETA)
+		}
 		out.mirror[m.Name] = mirrorETA
+		c.order[m.Name] = order
+	}
+	for name := range c.order {
+		if findMirror(snap, name) == nil {
+			delete(c.order, name)
+		}
 	}
 	for k, t := range c.tracks {
 		if t.seen != c.gen {
@@ -262,13 +294,28 @@ func (c *Catchup) Observe(snap *engine.Snapshot) *ETAs {
 	return out
 }
 
-func (c *Catchup) observe(k PartKey, p *engine.PartitionSnapshot, at time.Time) ETA {
+// putTopic records a topic's estimate, folding it with one already there
+// (a snapshot that is not sorted would split a topic into runs).
+func putTopic(out *ETAs, mirror, topic string, e ETA) {
+	k := TopicKey{mirror, topic}
+	if prev, ok := out.topic[k]; ok {
+		e = prev.worse(e)
+	}
+	out.topic[k] = e
+}
+
+func (c *Catchup) track(k PartKey) *etaTrack {
 	t := c.tracks[k]
 	if t == nil {
-		t = &etaTrack{}
+		t = &etaTrack{key: k}
 		c.tracks[k] = t
 	}
 	t.seen = c.gen
+	return t
+}
+
+// estimate adds p's sample and estimates from the recent ones.
+func (t *etaTrack) estimate(p *engine.PartitionSnapshot, at int64) ETA {
 	if p.SourceHWM < 0 || p.DestLogEnd < 0 {
 		t.n = 0 // a gap in what is known is no rate
 		return ETA{}
@@ -278,7 +325,7 @@ func (c *Catchup) observe(k PartKey, p *engine.PartitionSnapshot, at time.Time) 
 	case t.n > 0 && s.dest < t.newest().dest:
 		t.n = 0 // the destination was truncated or rebuilt: old samples say nothing
 		t.add(s)
-	case t.n == 0 || at.After(t.newest().at):
+	case t.n == 0 || at > t.newest().at:
 		t.add(s)
 	}
 	if !copying(p.State) {

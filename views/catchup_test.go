@@ -11,7 +11,7 @@ import (
 var etaT0 = time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 
 func TestEstimate(t *testing.T) {
-	at := func(s int) time.Time { return etaT0.Add(time.Duration(s) * time.Second) }
+	at := func(s int) int64 { return etaT0.Add(time.Duration(s) * time.Second).UnixNano() }
 	for _, tc := range []struct {
 		name     string
 		old, cur etaSample

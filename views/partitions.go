@@ -66,7 +66,7 @@ type Partitions struct {
 	cols          []column
 
 	snap    engine.Snapshot
-	etas    *ETAs // catch-up estimates of snap; nil shows "—"
+	etas    *ETAs                       // catch-up estimates of snap; nil shows "—"
 	mirrorW int                         // MIRROR column width; 0 with one mirror
 	rows    []*engine.PartitionSnapshot // filtered and sorted; points into snap
 	scoped  int                         // partitions in the mirror scope, before the filter
