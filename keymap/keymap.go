@@ -279,7 +279,7 @@ func Table() []Entry {
 			"filter the list by regular expression (RE2): topics, mirror names, events, group names; `!re` hides what matches; enter keeps it, esc restores the previous one"),
 		entry(Sort, GroupNavigation, ScopePartitions, []string{"o"}, "o", "sort: topic/lag/state",
 			"cycle the sort order: topic, lag (largest first), state (failures first)"),
-		entry(TopicSort, GroupNavigation, ScopeTopics, []string{"o"}, "o", "sort: name/lag/time/ETA/failed",
+		entry(TopicSort, GroupNavigation, ScopeTopics, []string{"o"}, "o", "cycle the sort order",
 			"cycle the topics order: name, then worst first by lag, lag time, catch-up ETA, failed partitions"),
 		entry(Detail, GroupNavigation, ScopeMirrors|ScopeTopics|ScopePartitions, []string{"enter"}, "enter", "open",
 			"open the partition detail (topics view: that topic's partitions; mirrors view: that mirror's partitions)"),

@@ -40,7 +40,8 @@ var goldenTopicScreens = []struct {
 	{"topics", nil},
 	{"topics-by-eta", []string{"o", "o", "o", "g"}},
 	{"topic-partitions", []string{"o", "o", "o", "g", "enter"}}, // the worst ETA: orders, with a stalled partition
-	{"mirrors-eta", []string{"1"}}, // each card's catch-up estimate
+	{"mirrors-eta", []string{"1"}},                              // each card's catch-up estimate
+	{"topics-help", []string{"?"}},
 }
 
 func TestGoldenTopics(t *testing.T) {
