@@ -22,6 +22,7 @@ const (
 	Mark
 	Filter
 	Sort
+	TopicSort
 	Detail
 	Back
 	NextView
@@ -67,6 +68,8 @@ func (a Action) String() string {
 		return "filter"
 	case Sort:
 		return "sort"
+	case TopicSort:
+		return "topic-sort"
 	case Detail:
 		return "detail"
 	case Back:
@@ -155,19 +158,23 @@ const (
 	ScopeEvents
 	ScopeGroups
 	ScopeDrill
+	ScopeTopics
 
-	ScopeAll   = ScopeMirrors | ScopePartitions | ScopeDetail | ScopeEvents | ScopeGroups
-	scopeLists = ScopeMirrors | ScopePartitions | ScopeEvents
+	ScopeAll   = ScopeMirrors | ScopeTopics | ScopePartitions | ScopeDetail | ScopeEvents | ScopeGroups
+	scopeLists = ScopeMirrors | ScopeTopics | ScopePartitions | ScopeEvents
 )
 
-// Screens lists the single scopes of the console's screens.
-var Screens = []Scope{ScopeMirrors, ScopePartitions, ScopeDetail, ScopeEvents, ScopeGroups}
+// Screens lists the single scopes of the console's screens, in tab order
+// (detail after the partitions it belongs to).
+var Screens = []Scope{ScopeMirrors, ScopeTopics, ScopePartitions, ScopeDetail, ScopeEvents, ScopeGroups}
 
 // String names a single scope (a set prints its members joined by "|").
 func (s Scope) String() string {
 	switch s {
 	case ScopeMirrors:
 		return "mirrors"
+	case ScopeTopics:
+		return "topics"
 	case ScopePartitions:
 		return "partitions"
 	case ScopeDetail:
@@ -238,8 +245,8 @@ func dangerous(e Entry, note string) Entry {
 // removes. It is built fresh on each call so callers cannot change a shared
 // copy.
 func Table() []Entry {
-	const target = ScopePartitions | ScopeDetail
-	const targetOrMirror = ScopeMirrors | ScopePartitions | ScopeDetail
+	const target = ScopeTopics | ScopePartitions | ScopeDetail
+	const targetOrMirror = ScopeMirrors | target
 	const nav = ScopeAll
 	const lists = scopeLists | ScopeGroups
 	return []Entry{
@@ -272,17 +279,19 @@ func Table() []Entry {
 			"filter the list by regular expression (RE2): topics, mirror names, events, group names; `!re` hides what matches; enter keeps it, esc restores the previous one"),
 		entry(Sort, GroupNavigation, ScopePartitions, []string{"o"}, "o", "sort: topic/lag/state",
 			"cycle the sort order: topic, lag (largest first), state (failures first)"),
-		entry(Detail, GroupNavigation, ScopeMirrors|ScopePartitions, []string{"enter"}, "enter", "open",
-			"open the partition detail (mirrors view: that mirror's partitions)"),
+		entry(TopicSort, GroupNavigation, ScopeTopics, []string{"o"}, "o", "cycle the sort order",
+			"cycle the topics order: name, then worst first by lag, lag time, catch-up ETA, failed partitions"),
+		entry(Detail, GroupNavigation, ScopeMirrors|ScopeTopics|ScopePartitions, []string{"enter"}, "enter", "open",
+			"open the partition detail (topics view: that topic's partitions; mirrors view: that mirror's partitions)"),
 		entry(Back, GroupNavigation, ScopeAll, []string{"esc"}, "esc", "back / clear",
-			"back out: closes the prompt, dialog, help or detail; then clears the filter, then the marks, then the mirror scope"),
+			"back out: closes the prompt, dialog, help or detail; then clears the filter, then the marks, then the mirror scope; partitions opened from the topics view go back to it"),
 
 		entry(NextView, GroupViews, ScopeAll, []string{"tab"}, "tab", "next view", ""),
 		entry(PrevView, GroupViews, ScopeAll, []string{"shift+tab"}, "shift+tab", "previous view", ""),
 		entry(JumpView, GroupViews, ScopeAll, []string{"1", "2", "3", "4", "5"}, "1-5", "jump to a view",
-			"jump to a view: 1 mirrors, 2 partitions, 3 events, 4 groups, 5 the detail of the partition under the cursor"),
+			"jump to a view by its tab number: 1 mirrors, 2 topics, 3 partitions, 4 events, 5 groups"),
 		entry(Command, GroupViews, ScopeAll, []string{":"}, ":", "command line",
-			"command line: :mirrors :partitions :events :groups :help :quit"),
+			"command line: :mirrors :topics :partitions :events :groups :help :quit"),
 
 		entry(Help, GroupGeneral, ScopeAll, []string{"?"}, "?", "show/hide help", ""),
 		entry(TickFaster, GroupGeneral, ScopeAll, []string{"+"}, "+", "refresh faster",

@@ -107,6 +107,9 @@ func TestMatchRespectsScope(t *testing.T) {
 		{"space", ScopePartitions, Mark},
 		{"/", ScopePartitions, Filter},
 		{"o", ScopePartitions, Sort},
+		{"o", ScopeTopics, TopicSort},
+		{"enter", ScopeTopics, Detail},
+		{"space", ScopeTopics, None}, // topic rows are not marked
 		{"enter", ScopePartitions, Detail},
 		{"esc", ScopeDetail, Back},
 		{"tab", ScopeEvents, NextView},
@@ -139,10 +142,10 @@ func TestMarkdownTableListsEveryKey(t *testing.T) {
 		t.Errorf("%d rows, want %d", rows, len(Table()))
 	}
 	for _, want := range []string{
-		"| `s` | stop mirroring the selected or marked topics (failover: they become writable) | partitions, detail | **dangerous**: confirm y/n; hidden with `--read-only` |",
-		"| `S` | stop mirroring every topic of the mirror (failover) | mirrors, partitions, detail | **dangerous**: type the mirror name; hidden with `--read-only` |",
-		"| `/` | filter the list by regular expression (RE2): topics, mirror names, events, group names; `!re` hides what matches; enter keeps it, esc restores the previous one | mirrors, partitions, events, groups |  |",
-		"| `esc` | back out: closes the prompt, dialog, help or detail; then clears the filter, then the marks, then the mirror scope | all |  |",
+		"| `s` | stop mirroring the selected or marked topics (failover: they become writable) | topics, partitions, detail | **dangerous**: confirm y/n; hidden with `--read-only` |",
+		"| `S` | stop mirroring every topic of the mirror (failover) | mirrors, topics, partitions, detail | **dangerous**: type the mirror name; hidden with `--read-only` |",
+		"| `/` | filter the list by regular expression (RE2): topics, mirror names, events, group names; `!re` hides what matches; enter keeps it, esc restores the previous one | mirrors, topics, partitions, events, groups |  |",
+		"| `esc` | back out: closes the prompt, dialog, help or detail; then clears the filter, then the marks, then the mirror scope; partitions opened from the topics view go back to it | all |  |",
 		"| `q` / `ctrl+c` |",
 	} {
 		if !strings.Contains(md, want) {

@@ -120,10 +120,22 @@ func (m *Model) applySnapshot(snap engine.Snapshot) {
 	m.snap, m.haveSnap = snap, true
 	m.header.SetSnapshot(snap, views.Summarize(&snap))
 	m.relayout()
+	etas := m.catchup.Observe(&snap)
+	m.mirrors.SetETAs(etas)
+	m.topics.SetETAs(etas)
+	m.partitions.SetETAs(etas)
 	m.mirrors.SetSnapshot(snap)
+	m.topics.SetSnapshot(snap)
 	m.partitions.SetSnapshot(snap)
 	m.detail.SetSnapshot(snap)
 	m.groups.SetSnapshot(snap)
+	if !m.picked {
+		n := 0
+		for i := range snap.Mirrors {
+			n += len(snap.Mirrors[i].Partitions)
+		}
+		m.screen = defaultScreen(n)
+	}
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {

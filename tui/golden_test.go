@@ -25,7 +25,7 @@ var goldenScreens = []struct {
 	keys []string
 }{
 	{"partitions", nil},
-	{"mirrors", []string{"shift+tab"}},
+	{"mirrors", []string{"1"}},
 	{"detail", []string{"j", "j", "j", "j", "j", "j", "j", "j", "enter"}}, // orders/3, FAILED
 	{"events", []string{"tab"}},
 	{"groups", []string{"tab", "tab"}},

@@ -73,20 +73,9 @@ func (m *Model) tabAt(x int) (Screen, bool) {
 	return 0, false
 }
 
-// jumpView handles 1-5: the tabs in order, then the detail of the
-// partition under the partitions cursor.
+// jumpView handles 1-5: the tabs, by the numbers they show.
 func (m *Model) jumpView(k tea.KeyPressMsg) {
-	n := int(k.Code - '1')
-	switch {
-	case n >= 0 && n < len(tabOrder):
+	if n := int(k.Code - '1'); n >= 0 && n < len(tabOrder) {
 		m.screen = tabOrder[n]
-	case n == len(tabOrder):
-		key, ok := m.partitions.Selected()
-		if !ok {
-			m.setStatus("no partition to show: the partitions table is empty", true)
-			return
-		}
-		m.detail.Show(key)
-		m.screen = ScreenDetail
 	}
 }

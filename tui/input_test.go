@@ -117,8 +117,8 @@ func TestFlowMouseClickSelectsRow(t *testing.T) {
 			!strings.Contains(s, "> a-to-b payments         2")
 	})
 
-	tabs := lineOf(t, fl.last(), `1 mirrors .* 4 groups`)
-	x := strings.Index(strings.Split(fl.last(), "\n")[tabs], "3 events")
+	tabs := lineOf(t, fl.last(), `1 mirrors .* 5 groups`)
+	x := strings.Index(strings.Split(fl.last(), "\n")[tabs], "4 events")
 	fl.tm.Send(tea.MouseClickMsg{X: x, Y: tabs, Button: tea.MouseLeft})
 	fl.waitAfter(at, "the events view", contains("TIME UTC", "LEVEL", "WHERE"))
 }
@@ -131,9 +131,10 @@ func TestFilterEveryList(t *testing.T) {
 		shown, notShow string
 	}{
 		{"1", "c-to", "c-to-b", "  a-to-b "},
-		{"3", "diverged", "destination diverged", "mirror started"},
-		{"3", "!INFO", "destination diverged", "mirror started"},
-		{"4", "bill", "billing", "fraud-check"},
+		{"2", "^tele", "telemetry", "payments"},
+		{"4", "diverged", "destination diverged", "mirror started"},
+		{"4", "!INFO", "destination diverged", "mirror started"},
+		{"5", "bill", "billing", "fraud-check"},
 	} {
 		t.Run(tc.jump+tc.filter, func(t *testing.T) {
 			m, _ := fixture(t, 120, 40, Options{})
@@ -166,9 +167,9 @@ func TestEscBacksOutEverywhere(t *testing.T) {
 	if m.cmdOpen {
 		t.Fatal("esc left the : line open")
 	}
-	press(t, m, "5")
+	press(t, m, "3", "enter")
 	if m.screen != ScreenDetail {
-		t.Fatalf("5 went to %s, want detail", m.screen)
+		t.Fatalf("enter on the partitions went to %s, want detail", m.screen)
 	}
 	press(t, m, "esc")
 	if m.screen != ScreenPartitions {
@@ -179,7 +180,7 @@ func TestEscBacksOutEverywhere(t *testing.T) {
 	if m.dialog != nil {
 		t.Fatal("esc left the dialog open")
 	}
-	for i, want := range []Screen{ScreenMirrors, ScreenPartitions, ScreenEvents, ScreenGroups} {
+	for i, want := range []Screen{ScreenMirrors, ScreenTopics, ScreenPartitions, ScreenEvents, ScreenGroups} {
 		press(t, m, itoa(i+1))
 		if m.screen != want {
 			t.Fatalf("%d went to %s, want %s", i+1, m.screen, want)

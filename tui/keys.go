@@ -101,6 +101,8 @@ func (m *Model) runCommand(line string) tea.Cmd {
 	switch line {
 	case "mirrors", "m":
 		m.screen = ScreenMirrors
+	case "topics", "t":
+		m.screen = ScreenTopics
 	case "partitions", "p":
 		m.screen = ScreenPartitions
 	case "events", "e":
@@ -113,7 +115,7 @@ func (m *Model) runCommand(line string) tea.Cmd {
 		return m.askQuit()
 	case "":
 	default:
-		m.setStatus("unknown command :"+line+" (try :mirrors :partitions :events :groups :help :quit)", true)
+		m.setStatus("unknown command :"+line+" (try :mirrors :topics :partitions :events :groups :help :quit)", true)
 	}
 	return nil
 }

@@ -13,15 +13,15 @@ import (
 func TestTabCyclesScreens(t *testing.T) {
 	m, _ := fixture(t, 80, 24, Options{})
 	got := []string{m.screen.String()}
-	for range 4 {
+	for range 5 {
 		press(t, m, "tab")
 		got = append(got, m.screen.String())
 	}
-	if want := "partitions events groups mirrors partitions"; strings.Join(got, " ") != want {
+	if want := "partitions events groups mirrors topics partitions"; strings.Join(got, " ") != want {
 		t.Fatalf("tab order %q, want %q", strings.Join(got, " "), want)
 	}
 	press(t, m, "shift+tab")
-	if m.screen != ScreenMirrors {
+	if m.screen != ScreenTopics {
 		t.Fatalf("shift+tab from partitions went to %s", m.screen)
 	}
 }
@@ -47,7 +47,7 @@ func TestDetailOpensAndReturns(t *testing.T) {
 
 func TestMirrorEnterScopesThePartitions(t *testing.T) {
 	m, _ := fixture(t, 80, 24, Options{})
-	press(t, m, "shift+tab", "j", "enter")
+	press(t, m, "1", "j", "enter")
 	if m.screen != ScreenPartitions || m.partitions.Mirror() != tuitest.MirrorCB {
 		t.Fatalf("screen %s, scope %q", m.screen, m.partitions.Mirror())
 	}

@@ -18,6 +18,7 @@ type Screen int8
 
 const (
 	ScreenMirrors Screen = iota
+	ScreenTopics
 	ScreenPartitions
 	ScreenDetail
 	ScreenEvents
@@ -27,13 +28,29 @@ const (
 // tabOrder is the order tab cycles through. Detail is not a tab: it is
 // reached with enter and left with esc, and tab from it moves on as if from
 // the partitions table it belongs to.
-var tabOrder = []Screen{ScreenMirrors, ScreenPartitions, ScreenEvents, ScreenGroups}
+var tabOrder = []Screen{ScreenMirrors, ScreenTopics, ScreenPartitions, ScreenEvents, ScreenGroups}
+
+// topicsViewFrom is the partition count above which the console opens on
+// the topics view: past a few dozen partitions a row per partition no
+// longer fits a screen, and a row per topic does.
+const topicsViewFrom = 48
+
+// defaultScreen is the screen the console opens on for a snapshot of n
+// partitions, until the operator picks one.
+func defaultScreen(n int) Screen {
+	if n > topicsViewFrom {
+		return ScreenTopics
+	}
+	return ScreenPartitions
+}
 
 // String names the screen as the tab bar and the ":" commands spell it.
 func (s Screen) String() string {
 	switch s {
 	case ScreenMirrors:
 		return "mirrors"
+	case ScreenTopics:
+		return "topics"
 	case ScreenPartitions:
 		return "partitions"
 	case ScreenDetail:
@@ -50,6 +67,8 @@ func (s Screen) scope() keymap.Scope {
 	switch s {
 	case ScreenMirrors:
 		return keymap.ScopeMirrors
+	case ScreenTopics:
+		return keymap.ScopeTopics
 	case ScreenPartitions:
 		return keymap.ScopePartitions
 	case ScreenDetail:
@@ -89,12 +108,20 @@ type Model struct {
 
 	header     *views.Header
 	mirrors    *views.Mirrors
+	topics     *views.Topics
 	partitions *views.Partitions
 	detail     *views.Detail
 	events     *views.Events
 	groups     *views.Groups
 
-	screen  Screen
+	// catchup keeps the recent samples the ETAs are estimated from; it
+	// sees every snapshot once, before the views do.
+	catchup *views.Catchup
+
+	screen Screen
+	// picked is set once the operator chose a screen; until then the
+	// screen follows defaultScreen.
+	picked  bool
 	help    bool
 	dialog  *confirmDialog
 	cmdOpen bool
@@ -138,6 +165,8 @@ func newModel(ctx context.Context, c Controller, opts Options) *Model {
 	m.skin = m.newSkin()
 	m.header = views.NewHeader(m.skin)
 	m.mirrors = views.NewMirrors(m.skin, m.km)
+	m.topics = views.NewTopics(m.skin, m.km)
+	m.catchup = views.NewCatchup()
 	m.partitions = views.NewPartitions(m.skin, m.km)
 	m.detail = views.NewDetail(m.skin, m.km)
 	m.events = views.NewEvents(m.skin, m.km)
@@ -194,8 +223,18 @@ func (m *Model) Init() tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// Update routes msg; every case is one call into the file that owns it.
+// Update routes msg and notes when the operator moved to another screen.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	before := m.screen
+	cmd := m.route(msg)
+	if _, snap := msg.(snapshotMsg); !snap && m.screen != before {
+		m.picked = true
+	}
+	return m, cmd
+}
+
+// route handles msg; every case is one call into the file that owns it.
+func (m *Model) route(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.resize(msg.Width, msg.Height)
@@ -205,34 +244,39 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.onBackground(msg)
 	case snapshotMsg:
 		m.refreshDrill()
-		return m, m.onSnapshot(msg)
+		return m.onSnapshot(msg)
 	case drillDoneMsg, drillTickMsg:
-		return m, m.onDrill(msg)
+		return m.onDrill(msg)
 	case eventsMsg:
-		return m, m.onEvents(msg)
+		return m.onEvents(msg)
 	case controlDoneMsg:
-		return m, m.onControlDone(msg)
+		return m.onControlDone(msg)
 	case views.ActionMsg:
-		return m, m.onAction(msg)
+		return m.onAction(msg)
 	case views.OpenDetailMsg:
 		m.detail.Show(views.PartKey(msg))
 		m.screen = ScreenDetail
 	case views.ShowMirrorMsg:
 		m.partitions.SetMirror(msg.Mirror)
 		m.screen = ScreenPartitions
+	case views.ShowTopicMsg:
+		m.partitions.ShowTopic(msg.Mirror, msg.Topic)
+		m.screen = ScreenPartitions
 	case views.BackMsg:
 		m.screen = ScreenPartitions
+	case views.BackToTopicsMsg:
+		m.screen = ScreenTopics
 	case tea.PasteMsg:
-		return m, m.onPaste(msg)
+		return m.onPaste(msg)
 	case tea.MouseClickMsg, tea.MouseWheelMsg:
-		return m, m.onMouse(msg.(tea.MouseMsg))
+		return m.onMouse(msg.(tea.MouseMsg))
 	case tea.KeyPressMsg:
 		if cmd, ok := m.drillKey(msg); ok {
-			return m, cmd
+			return cmd
 		}
-		return m, m.onKey(msg)
+		return m.onKey(msg)
 	}
-	return m, nil
+	return nil
 }
 
 // active returns the component of the current screen.
@@ -240,6 +284,8 @@ func (m *Model) active() views.Component {
 	switch m.screen {
 	case ScreenMirrors:
 		return m.mirrors
+	case ScreenTopics:
+		return m.topics
 	case ScreenPartitions:
 		return m.partitions
 	case ScreenDetail:
@@ -253,7 +299,7 @@ func (m *Model) active() views.Component {
 }
 
 func (m *Model) components() []views.Component {
-	return []views.Component{m.mirrors, m.partitions, m.detail, m.events, m.groups}
+	return []views.Component{m.mirrors, m.topics, m.partitions, m.detail, m.events, m.groups}
 }
 
 // resize records the terminal size and lays the screens out again.

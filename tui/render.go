@@ -23,9 +23,11 @@ const (
 // asciiGlyphs maps every non-ASCII glyph the console draws to one ASCII
 // cell, so the layout (measured in cells) is the same in both modes. It is
 // applied to the finished frame, which covers every view's text at once;
-// the overlay borders are ASCII styles (themes.Styles.ASCII).
+// the overlay borders are ASCII styles (themes.Styles.ASCII). An ETA of
+// "∞" is right-aligned in its cell, so the space before it makes room for
+// "oo"; the later one-cell rule is for any other place.
 var asciiGlyphs = strings.NewReplacer(
-	"…", "~", "│", "|", "─", "-", "›", ">", "→", ">", "←", "<", "≈", "~",
+	" ∞", "oo", "∞", "~", "…", "~", "│", "|", "─", "-", "›", ">", "→", ">", "←", "<", "≈", "~",
 	"↑", "^", "↓", "v", "✓", "+", "✗", "x", "×", "x", "—", "-", "–", "-", "·", ".", "≥", ">",
 	"█", "#", "░", ".", // progress bars
 )
@@ -131,15 +133,20 @@ func (m *Model) tabs() string {
 		}
 	}
 	left := strings.Join(parts, " ")
-	right := s.Label.Render("refresh ") + s.Text.Render(m.tick.String())
+	refresh := s.Label.Render("refresh ") + s.Text.Render(m.tick.String())
+	// The badge is what must stay when the line is short: an operator who
+	// cannot act must see why before trying.
+	rights := []string{refresh, ""}
 	if m.km.ReadOnly() {
-		right = s.Badge.Render(" READ-ONLY ") + "  " + right
+		badge := s.Badge.Render(" READ-ONLY ")
+		rights = []string{badge + "  " + refresh, badge, ""}
 	}
-	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
-	if gap < 1 {
-		return left
+	for _, right := range rights {
+		if gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right); gap >= 1 {
+			return left + strings.Repeat(" ", gap) + right
+		}
 	}
-	return left + strings.Repeat(" ", gap) + right
+	return left
 }
 
 // tabLabel is a tab's text; the number is the key that jumps to it.

@@ -15,6 +15,9 @@ const (
 	colEpoch
 	colLME
 	colRate
+	colETA
+	colParts  // topics view: partitions of the topic
+	colStates // topics view: compact state counts
 )
 
 // String returns the column title.
@@ -42,6 +45,12 @@ func (c colID) String() string {
 		return "LME"
 	case colRate:
 		return "RATE"
+	case colETA:
+		return "ETA"
+	case colParts:
+		return "PARTS"
+	case colStates:
+		return "STATES"
 	}
 	return "?"
 }
@@ -77,7 +86,9 @@ func partitionColumns(width, mirrorW int) []column {
 		{colLag, 7, true},
 		{colLagTime, 8, true},
 	}
-	optional := []column{{colEpoch, 5, true}, {colRate, 10, true}, {colLME, 14, true}}
+	// ETA joins last: it is derived from the lag beside it, and the
+	// topics view shows it at every width.
+	optional := []column{{colEpoch, 5, true}, {colRate, 10, true}, {colLME, 14, true}, {colETA, 8, true}}
 
 	used := gutterWidth
 	for _, c := range fixed {
@@ -107,11 +118,59 @@ func partitionColumns(width, mirrorW int) []column {
 	if mirrorW > 0 {
 		chosen[colMirror] = column{colMirror, mirrorW, false}
 	}
+	return inOrder(chosen, partitionOrder)
+}
+
+// partitionOrder is the partitions table's left-to-right order: the ETA
+// sits by the lag it is computed from.
+var partitionOrder = []colID{colMirror, colTopic, colPartition, colState, colSrcOffset, colDstOffset, colLag, colLagTime, colETA, colEpoch, colLME, colRate}
+
+func inOrder(chosen map[colID]column, order []colID) []column {
 	var out []column
-	for id := colMirror; id <= colRate; id++ {
+	for _, id := range order {
 		if c, ok := chosen[id]; ok {
 			out = append(out, c)
 		}
 	}
 	return out
 }
+
+// topicColumns lays out the topics view. Every column but RATE always
+// shows: one topic row is what an operator judges a failover by at 10,000
+// partitions, so its lag, lag time and ETA never give way. RATE joins when
+// the topic keeps minTopicWidth; past 120 columns the state counts get room
+// for five states without truncation. The topic takes what is left.
+func topicColumns(width, mirrorW int) []column {
+	states := 16
+	if width >= 120 {
+		states = 26
+	}
+	fixed := []column{
+		{colParts, 5, true},
+		{colStates, states, false},
+		{colLag, 7, true},
+		{colLagTime, 8, true},
+		{colETA, 8, true},
+	}
+	used := gutterWidth
+	for _, c := range fixed {
+		used += 1 + c.width
+	}
+	chosen := map[colID]column{}
+	for _, c := range fixed {
+		chosen[c.id] = c
+	}
+	if mirrorW > 0 {
+		mirrorW = max(min(mirrorW, width-used-minTopicWidth-1), len("MIRROR"))
+		used += mirrorW + 1
+		chosen[colMirror] = column{colMirror, mirrorW, false}
+	}
+	if rate := (column{colRate, 10, true}); width-(used+1+rate.width) >= minTopicWidth {
+		used += 1 + rate.width
+		chosen[colRate] = rate
+	}
+	chosen[colTopic] = column{colTopic, max(width-used, minTopicWidth), false}
+	return inOrder(chosen, topicOrder)
+}
+
+var topicOrder = []colID{colMirror, colTopic, colParts, colStates, colLag, colLagTime, colETA, colRate}

@@ -43,6 +43,13 @@ type ShowMirrorMsg struct{ Mirror string }
 // BackMsg asks the root to leave the current screen.
 type BackMsg struct{}
 
+// ShowTopicMsg asks the root to show the partitions of one topic.
+type ShowTopicMsg struct{ Mirror, Topic string }
+
+// BackToTopicsMsg asks the root to return to the topics view the
+// partitions table was opened from.
+type BackToTopicsMsg struct{}
+
 func emit(msg tea.Msg) tea.Cmd { return func() tea.Msg { return msg } }
 
 // topicSizes counts partitions per topic of one mirror.

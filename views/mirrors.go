@@ -20,6 +20,7 @@ type Mirrors struct {
 	width, height int
 
 	snap   engine.Snapshot
+	etas   *ETAs
 	sums   []Summary
 	rows   []int // indexes into snap.Mirrors the filter shows
 	cursor int   // into rows
@@ -31,6 +32,9 @@ func NewMirrors(skin *Skin, km keymap.KeyMap) *Mirrors { return &Mirrors{skin: s
 
 // SetSize implements Component.
 func (v *Mirrors) SetSize(width, height int) { v.width, v.height = width, height }
+
+// SetETAs hands over the catch-up estimates of the next snapshot.
+func (v *Mirrors) SetETAs(e *ETAs) { v.etas = e }
 
 // SetSnapshot replaces the data.
 func (v *Mirrors) SetSnapshot(snap engine.Snapshot) {
@@ -225,9 +229,36 @@ func (v *Mirrors) card(i int) []string {
 	}
 	out = append(out, "   "+lag+
 		"  "+s.Text.Render(fmt.Sprintf("%.2f MB/s  %.0f batches/s", sum.BytesPerSec/1e6, sum.BatchesPerSec)))
+	out = append(out, "   "+etaItem(s, v.etas.Mirror(m.Name)))
 	out = append(out, "   "+s.Label.Render("synced ")+syncItem(s, "topics", m.Meta.Topics)+"  "+
 		syncItem(s, "configs", m.Meta.Configs)+"  "+syncItem(s, "ACLs", m.Meta.ACLs)+"  "+groupSyncItem(s, m.Groups))
 	return out
+}
+
+// etaItem is a mirror's catch-up estimate: its slowest partition's, and
+// how many partitions will not catch up when some will not.
+func etaItem(s *Skin, e ETA) string {
+	label := s.Label.Render("catch-up ")
+	behind := ""
+	if e.Growing > 0 {
+		behind = itoa(e.Growing) + " falling behind"
+	}
+	switch e.Kind {
+	case ETAStalled:
+		text := itoa(e.Stalled) + " stalled"
+		if behind != "" {
+			text += ", " + behind
+		}
+		return label + s.Warn.Render("never: "+text)
+	case ETAGrowing:
+		return label + s.Warn.Render("never: "+behind)
+	case ETACatching:
+		return label + s.Text.Render("in "+e.Text())
+	case ETASynced:
+		return label + s.Text.Render("in sync")
+	case ETAUnknown:
+	}
+	return label + s.Subtle.Render("— (needs two snapshots of a copying partition)")
 }
 
 // syncItem shows when a kind of metadata was last synced, or its error.

@@ -2,6 +2,7 @@ package views
 
 import (
 	"cmp"
+	"regexp"
 	"slices"
 
 	tea "charm.land/bubbletea/v2"
@@ -65,6 +66,7 @@ type Partitions struct {
 	cols          []column
 
 	snap    engine.Snapshot
+	etas    *ETAs                       // catch-up estimates of snap; nil shows "—"
 	mirrorW int                         // MIRROR column width; 0 with one mirror
 	rows    []*engine.PartitionSnapshot // filtered and sorted; points into snap
 	scoped  int                         // partitions in the mirror scope, before the filter
@@ -78,7 +80,15 @@ type Partitions struct {
 
 	filter  Filter
 	matches map[string]bool // topic → filter match, reset when the filter changes
+
+	// fromTopics is set while the table shows one topic opened from the
+	// topics view: esc restores what it held and goes back there.
+	fromTopics *topicOrigin
 }
+
+// topicOrigin is the table's filter and mirror scope before a topic was
+// opened from the topics view.
+type topicOrigin struct{ filter, mirror string }
 
 // NewPartitions returns an empty table.
 func NewPartitions(skin *Skin, km keymap.KeyMap) *Partitions {
@@ -103,6 +113,10 @@ func (v *Partitions) SetSnapshot(snap engine.Snapshot) {
 	v.rebuild()
 }
 
+// SetETAs hands over the catch-up estimates of the next snapshot; the
+// root computes them once for every view.
+func (v *Partitions) SetETAs(e *ETAs) { v.etas = e }
+
 // mirrorColumnWidth is 0 for a single mirror (the header names it), else
 // the longest mirror name up to maxMirrorCol.
 func mirrorColumnWidth(snap *engine.Snapshot) int {
@@ -120,6 +134,20 @@ func mirrorColumnWidth(snap *engine.Snapshot) int {
 func (v *Partitions) SetMirror(name string) {
 	v.mirror = name
 	v.rebuild()
+}
+
+// ShowTopic limits the table to one topic of one mirror, as opened from
+// the topics view. The topic is an anchored, quoted filter, so the operator
+// sees (and can edit) what limits the rows.
+func (v *Partitions) ShowTopic(mirror, topic string) {
+	if v.fromTopics == nil {
+		v.fromTopics = &topicOrigin{filter: v.filter.Text(), mirror: v.mirror}
+	}
+	v.mirror = mirror
+	v.filter.Set("^" + regexp.QuoteMeta(topic) + "$")
+	v.hasSel = false
+	v.cursor, v.offset = 0, 0
+	v.refilter()
 }
 
 // Mirror returns the mirror scope.
@@ -309,7 +337,7 @@ func (v *Partitions) key(k tea.KeyPressMsg) tea.Cmd {
 			return emit(OpenDetailMsg(key))
 		}
 	case keymap.Back:
-		v.back()
+		return v.back()
 	case keymap.Pause, keymap.Resume, keymap.Recover, keymap.Rebuild, keymap.Stop:
 		if ts := v.targets(); len(ts) > 0 {
 			return emit(ActionMsg{Action: a, Targets: ts})
@@ -337,7 +365,16 @@ func (v *Partitions) toggleMark() {
 }
 
 // back clears, one per press, the filter, the marks and the mirror scope.
-func (v *Partitions) back() {
+// A topic opened from the topics view is left as a whole: after the marks,
+// esc restores the table and goes back there.
+func (v *Partitions) back() tea.Cmd {
+	if o := v.fromTopics; o != nil && len(v.marks) == 0 {
+		v.fromTopics = nil
+		v.filter.Set(o.filter)
+		v.mirror = o.mirror
+		v.refilter()
+		return emit(BackToTopicsMsg{})
+	}
 	switch {
 	case v.filter.Active():
 		v.setFilter("")
@@ -346,6 +383,7 @@ func (v *Partitions) back() {
 	case v.mirror != "":
 		v.SetMirror("")
 	}
+	return nil
 }
 
 // targets are the topics of the marked rows, or of the cursor row when

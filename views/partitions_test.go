@@ -267,8 +267,8 @@ func TestColumnsFitTheWidth(t *testing.T) {
 			}
 		}
 	}
-	if n := len(partitionColumns(160, 6)); n != 11 {
-		t.Errorf("160 columns show %d columns, want all 11", n)
+	if n := len(partitionColumns(160, 6)); n != 12 {
+		t.Errorf("160 columns show %d columns, want all 12", n)
 	}
 }
 

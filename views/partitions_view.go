@@ -107,6 +107,9 @@ func (v *Partitions) cellText(c column, p *engine.PartitionSnapshot) string {
 			return recordRate(p.RecordsPerSec) // an observer sees offsets, not bytes
 		}
 		return byteRate(p.BytesPerSec)
+	case colETA:
+		return v.etas.Partition(keyOf(p)).Text()
+	case colParts, colStates:
 	}
 	return ""
 }
@@ -171,6 +174,8 @@ func (v *Partitions) rowLine(p *engine.PartitionSnapshot, selected bool) string 
 			put(cellText, strings.Repeat(" ", max(c.width-len(label), 0)))
 		case c.id == colLagTime && p.LagTime >= lagTimeWarn:
 			put(cellWarn, text)
+		case c.id == colETA:
+			put(etaStyle(v.etas.Partition(keyOf(p))), text)
 		case c.id == colMirror:
 			put(cellSubtle, text)
 		case c.id == colTopic && marked:
@@ -183,6 +188,18 @@ func (v *Partitions) rowLine(p *engine.PartitionSnapshot, selected bool) string 
 	}
 	flush()
 	return b.String()
+}
+
+// etaStyle warns of a lag that will not close and dims "nothing to say".
+func etaStyle(e ETA) cellStyle {
+	switch e.Kind {
+	case ETAGrowing, ETAStalled:
+		return cellWarn
+	case ETAUnknown, ETASynced:
+		return cellSubtle
+	case ETACatching:
+	}
+	return cellText
 }
 
 // cellStyle names the styles a row's cells use, so runs can be compared.

@@ -164,3 +164,83 @@ func Big(n int) engine.Snapshot {
 	snap.Mirrors = []engine.MirrorSnapshot{{Name: MirrorAB, Source: snap.Mirrors[0].Source, Partitions: ps}}
 	return snap
 }
+
+// largeTopics are the many-topics fixture's topics of mirror a-to-b, with
+// their partition counts; c-to-b mirrors the last three names below.
+var largeTopics = []struct {
+	name  string
+	parts int
+}{
+	{"audit-log", 12}, {"billing.invoices", 6}, {"billing.payments", 24}, {"cart-events", 32},
+	{"checkout", 16}, {"clickstream.raw", 48}, {"customer-profile", 3}, {"email-outbox", 4},
+	{"fraud-signals", 8}, {"inventory", 12}, {"ledger", 6}, {"notifications", 10},
+	{"orders", 24}, {"orders.dlq", 1}, {"pricing", 8}, {"recommendations", 20},
+	{"returns", 4}, {"search-queries", 16}, {"sessions", 30}, {"shipments", 12},
+	{"stock-levels", 6}, {"support-tickets", 2}, {"user-activity", 40}, {"warehouse.scans", 18},
+}
+
+var largeEdgeTopics = []struct {
+	name  string
+	parts int
+}{{"edge.metrics", 24}, {"edge.logs", 12}, {"telemetry", 8}}
+
+// Large returns the many-topics fixture at a step: two mirrors, 406
+// partitions over 27 topics, 2 s of engine time per step (so two steps
+// give catch-up estimates). Topic i behaves by i%5: in sync, catching up,
+// falling behind, paused, or catching up slowly; a few partitions are
+// FAILED (their destination stands still) or recovering.
+func Large(step int) engine.Snapshot {
+	at := int64(step)
+	var ab, cb []engine.PartitionSnapshot
+	build := func(mirror string, i int, name string, parts int) []engine.PartitionSnapshot {
+		out := make([]engine.PartitionSnapshot, 0, parts)
+		for p := range parts {
+			hwm := int64(1_000_000+i*10_000+p*37) + at*400
+			var lag int64
+			switch i % 5 {
+			case 0: // in sync
+			case 1: // catching up: 300 records per 2 s step
+				lag = max(int64(6_000+p*150)-at*300, 0)
+			case 2: // falling behind: the lag grows 50 per step
+				lag = int64(800+p*10) + at*50
+			case 3: // paused
+				lag = int64(120+p) + at*400
+			case 4: // catching up slowly
+				lag = max(int64(90_000+p*500)-at*200, 0)
+			}
+			ps := healthy(mirror, name, int32(p), hwm, lag)
+			ps.LagTime = time.Duration(lag) * 5 * time.Millisecond
+			if i%5 == 3 {
+				ps.State, ps.BytesPerSec, ps.BatchesPerSec = partition.Paused, 0, 0
+			}
+			out = append(out, ps)
+		}
+		return out
+	}
+	for i, tp := range largeTopics {
+		ab = append(ab, build(MirrorAB, i, tp.name, tp.parts)...)
+	}
+	for i, tp := range largeEdgeTopics {
+		cb = append(cb, build(MirrorCB, i+1, tp.name, tp.parts)...)
+	}
+	// orders/5 is FAILED: its destination stops where step 0 left it.
+	for j := range ab {
+		p := &ab[j]
+		switch {
+		case p.Topic == "orders" && p.Partition == 5:
+			p.State, p.PrevState, p.Attempt, p.Retryable = partition.Failed, partition.Mirroring, 2, true
+			p.Error = "append orders/5: NOT_ENOUGH_REPLICAS"
+			p.DestLogEnd = p.SourceHWM - at*400 - 500
+			p.Lag = p.SourceHWM - p.DestLogEnd
+			p.LagTime = 40*time.Second + time.Duration(at)*2*time.Second
+			p.BytesPerSec, p.BatchesPerSec = 0, 0
+		case p.Topic == "inventory" && p.Partition == 2:
+			p.State = partition.ULERecovery
+		}
+	}
+	snap := Snapshot()
+	snap.Taken = T0.Add(time.Duration(step) * 2 * time.Second)
+	snap.Mirrors[0].Partitions = ab
+	snap.Mirrors[1].Partitions = cb
+	return snap
+}
