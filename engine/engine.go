@@ -227,9 +227,8 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	// The source cluster is this mirror's alone: its offsets are listed
 	// with the leaders the mirror routes by, not with a second copy.
 	src.leaders = m.srcMeta
-	if cfg.ThrottleRate > 0 {
-		m.bucket = throttle.New(cfg.ThrottleRate, e.now)
-	}
+	m.bucket = throttle.New(cfg.ThrottleRate, e.now)
+	m.setLive(cfg, store.MirrorDef{})
 	if unreachable != nil {
 		m.srcReach.markDown(e.now(), unreachable)
 		e.emit(LevelError, cfg.Name, "", -1, m.sourceDown().Error()+"; the mirror is opened from "+store.Topic+" alone: a stop needs only the destination")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -69,7 +70,7 @@ func (c *MirrorConfig) defaults() error {
 	if c.MaxInFlight <= 0 || c.MaxInFlight > 5 {
 		c.MaxInFlight = 5 // the broker deduplicates at most five batches per producer
 	}
-	if c.RetryAttempts <= 0 {
+	if c.RetryAttempts == 0 || c.RetryAttempts < partition.NoRetries {
 		c.RetryAttempts = 20
 	}
 	set(&c.FetchMaxWait, 100*time.Millisecond)
@@ -119,8 +120,9 @@ type mirror struct {
 	// srcTopicIDs are the source topic ids the topics were mirrored
 	// from (recorded in the partition records); guarded by mu.
 	srcTopicIDs map[string][16]byte
-	bucket      *throttle.Bucket // nil: unthrottled
-	guard       writeGuard       // mirror.destination.write.guard=acl
+	bucket      *throttle.Bucket // rate 0: unthrottled; --alter changes it live
+	live        atomic.Pointer[liveSettings]
+	guard       writeGuard // mirror.destination.write.guard=acl
 
 	shareSkip   string // why share groups were not synced, "" if they were; guarded by mu
 	groupRounds int64  // group offset sync rounds run since the mirror started here; guarded by mu
@@ -458,7 +460,7 @@ func (m *mirror) watch(ctx context.Context) {
 		for _, r := range rs {
 			r.stats.updateRate(dt)
 		}
-		if at := m.e.sinceBase(now); at-ckptAt >= m.cfg.CheckpointInterval {
+		if at := m.e.sinceBase(now); at-ckptAt >= m.settings().checkpoint {
 			ckptAt = at
 			m.requestCheckpoints(rs)
 		}

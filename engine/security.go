@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -82,17 +83,19 @@ func saslCredentials(cfg map[string]string) (string, string, error) {
 	return user, pass, nil
 }
 
-// jaasField extracts name="value" from a JAAS configuration line.
+// jaasField extracts name="value" (or an unquoted value) from a JAAS
+// configuration line. Kafka's parser allows spaces around "=" and needs the
+// option to be a whole word: "xusername=" is not "username=".
 func jaasField(jaas, name string) string {
-	i := strings.Index(jaas, name+"=")
-	if i < 0 {
+	re := regexp.MustCompile(`(?:^|[\s;])` + regexp.QuoteMeta(name) + `\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))`)
+	m := re.FindStringSubmatch(jaas)
+	if m == nil {
 		return ""
 	}
-	rest := strings.TrimPrefix(jaas[i+len(name)+1:], `"`)
-	if j := strings.IndexAny(rest, "\";"); j >= 0 {
-		return rest[:j]
+	if m[1] != "" {
+		return strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[1])
 	}
-	return strings.TrimSpace(rest)
+	return m[2]
 }
 
 func tlsConfig(cfg map[string]string) (*tls.Config, error) {
