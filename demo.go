@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -93,7 +92,6 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		name = "sandbox"
 	}
 	fs := flag.NewFlagSet("kmirror "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var headless, noDrill, script *bool
 	var theme, logFile, report *string
 	var stepTimeout *time.Duration
@@ -106,11 +104,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		theme = fs.String("theme", "dark", "console theme: dark, light or high-contrast")
 		logFile = fs.String("log-file", filepath.Join(os.TempDir(), "kmirror-demo.log"), "where the engine writes its log")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseMode(fs, name, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kmirror %s: unexpected argument %q\n", name, fs.Arg(0))

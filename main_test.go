@@ -58,6 +58,8 @@ type script struct {
 	stderr    string
 	marks     map[string][]int64
 	instances map[string]*exec.Cmd
+	lastExec  []string          // the last exec's arguments, for waitexec
+	epochs    map[string]string // partition -> STATE@epoch, for sameepochs
 	mu        sync.Mutex
 }
 
@@ -106,6 +108,10 @@ func (s *script) expand(v string) string {
 //	mark TOPIC              remember the destination ends
 //	unchanged TOPIC         the destination ends equal the marked ones
 //	identical TOPIC         batches and records identical on both sides
+//	deletetopic TOPIC       delete a source topic
+//	waitexec RE             repeat the last exec until its stdout matches RE
+//	epochs                  remember every partition's state and state epoch
+//	sameepochs              no partition remembered by epochs changed state
 func (s *script) run(path string) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -137,8 +143,52 @@ func (s *script) command(args []string) error {
 		var out, errb bytes.Buffer
 		code := run(args[1:], &out, &errb)
 		s.stdout, s.stderr = out.String(), errb.String()
+		s.lastExec = args[1:]
 		if code != want {
 			return fmt.Errorf("exit %d, want %d", code, want)
+		}
+	case "waitexec":
+		re, err := regexp.Compile(strings.Join(args[1:], " "))
+		if err != nil {
+			return err
+		}
+		enginetest.Wait(s.t, 60*time.Second, func() (bool, string) {
+			var out, errb bytes.Buffer
+			run(s.lastExec, &out, &errb)
+			s.stdout, s.stderr = out.String(), errb.String()
+			return re.MatchString(s.stdout), fmt.Sprintf("%v does not match %q:\n%s%s", s.lastExec, re, s.stdout, s.stderr)
+		})
+	case "deletetopic":
+		resp, err := s.src.Admin(s.t).DeleteTopics(ctx, args[1])
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("delete %s: %w", args[1], err)
+		}
+	case "epochs", "sameepochs":
+		var out, errb bytes.Buffer
+		run([]string{"--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--describe", "--json"}, &out, &errb)
+		var rows []struct {
+			Mirror, Topic, State string
+			Partition            int32
+			StateEpoch           int64
+		}
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+			return fmt.Errorf("describe --json: %w: %s", err, errb.String())
+		}
+		got := map[string]string{}
+		for _, r := range rows {
+			got[fmt.Sprintf("%s/%s/%d", r.Mirror, r.Topic, r.Partition)] = fmt.Sprintf("%s@%d", r.State, r.StateEpoch)
+		}
+		if args[0] == "epochs" {
+			s.epochs = got
+			break
+		}
+		for p, was := range s.epochs { // partitions added since are not compared
+			if got[p] != was {
+				return fmt.Errorf("partition %s moved from %s to %s", p, was, got[p])
+			}
 		}
 	case "stdout", "!stdout", "stderr", "!stderr":
 		text := s.stdout

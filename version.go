@@ -1,6 +1,10 @@
 package main
 
-import "runtime/debug"
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
 
 // version is kmirror's release, set at build time with
 // -ldflags "-X main.version=v1.2.3"; "dev" otherwise.
@@ -32,4 +36,19 @@ func versionString() string {
 		return version
 	}
 	return version + " (" + rev + dirty + ")"
+}
+
+// versionReport is kmirror --version: the release and commit, the module
+// version Go recorded (a "go install ...@v1.2.3" build has one) and the Go
+// toolchain, which is what a bug report needs.
+func versionReport() string {
+	module, goVersion := "unknown", runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		module = bi.Main.Path + " " + bi.Main.Version
+		if bi.Main.Path == "" {
+			module = "unknown (not built as a module)"
+		}
+		goVersion = bi.GoVersion
+	}
+	return fmt.Sprintf("kmirror %s\nmodule: %s\ngo: %s %s/%s\n", versionString(), module, goVersion, runtime.GOOS, runtime.GOARCH)
 }
