@@ -87,6 +87,9 @@ func (s *script) expand(v string) string {
 		case "UNREACHABLE":
 			return "127.0.0.1:1"
 		}
+		if strings.Contains(k, ":") {
+			return "${" + s.expand(k) + "}" // a secret reference: ${env:NAME}, ${file:path:key}
+		}
 		return "$" + k
 	})
 }
