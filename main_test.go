@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// A developer's terminal must not make --stop --all wait for an answer.
+	onTerminal = func() bool { return false }
 	os.Exit(m.Run())
 }
 
@@ -400,9 +402,11 @@ func TestSourceClusterChangeFailsUntilRecovered(t *testing.T) {
 	}
 	must("waitdescribe", `(?s)orders\s+0\s+.*FAILED.*orders\s+1\s+.*FAILED`)
 	must("exec", "--bootstrap-server", B, "--describe", "--failed")
+	must("stdout", `orders\s+0\s+NonRetryable\s+\S`)
+	must("exec", "--bootstrap-server", B, "--describe", "--failed", "--json")
 	must("stdout", `some-other-cluster`)
 	must("stdout", `kmirror-test-source`)
-	must("stdout", `orders\s+0\s+\S+\s+30\s+\S+\s+FAILED\s+\d+\s+`)
+	must("stdout", `"partition": 0,\s+"sourceOffset": -?\d+,\s+"destinationOffset": 30,`)
 
 	// Retrying does not help: the partitions wait for an operator.
 	other.Close()
