@@ -82,6 +82,8 @@ func (s *script) expand(v string) string {
 		switch k {
 		case "SRC":
 			return strings.Join(s.src.Addrs(), ",")
+		case "SRC1": // one source broker: another bootstrap of the same cluster
+			return s.src.Addrs()[0]
 		case "DST":
 			return strings.Join(s.dst.Addrs(), ",")
 		case "WORK":

@@ -108,7 +108,9 @@ type mirror struct {
 	srcMeta  *metaCache
 	dstMeta  *metaCache // the engine's destination cache (cluster.leaders), shared by every mirror
 
-	ctx      context.Context
+	ctx      context.Context    // ends with the engine, or when the mirror is reopened (close)
+	cancel   context.CancelFunc // ends ctx
+	bg       sync.WaitGroup     // the mirror's own goroutines: watcher, syncs, fetchers
 	mu       sync.Mutex
 	fetchers map[fetchKey]*fetcher
 	topics   []string            // topics with runners, sorted; guarded by mu
@@ -411,7 +413,7 @@ func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
 		opts := sourceWireOptions(m.src.cl, fetchClientID(m.e.cfg.Instance, key.index, m.cfg.Name))
 		f = newFetcher(key, m.src, opts, int32(m.cfg.FetchMaxWait/time.Millisecond))
 		m.fetchers[key] = f
-		m.e.wg.Go(func() { f.run(m.ctx) })
+		m.spawn(func() { f.run(m.ctx) })
 	}
 	return f
 }
@@ -590,4 +592,21 @@ func fetcherIndex(topic string, p int32, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(topic))
 	return int((h.Sum32() + uint32(p)) % uint32(n))
+}
+
+// spawn runs one of the mirror's own goroutines: close waits for them.
+func (m *mirror) spawn(f func()) {
+	m.bg.Add(1)
+	m.e.wg.Go(func() {
+		defer m.bg.Done()
+		f()
+	})
+}
+
+// close ends a mirror whose runners were removed: its goroutines stop
+// before its source client closes under them.
+func (m *mirror) close() {
+	m.cancel()
+	m.bg.Wait()
+	m.src.close()
 }

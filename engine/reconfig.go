@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/props"
 	"github.com/kmirror/kmirror/engine/store"
 )
 
@@ -20,13 +19,6 @@ type liveSettings struct {
 	metaSync   metaSyncConfig
 	groupSync  groupSync
 	checkpoint time.Duration
-}
-
-// liveKeys are the mirror.* settings applied without reopening the mirror.
-var liveKeys = []string{
-	props.KeyThrottledRate, props.KeyTopicsExclude, props.KeyTopicsInclude, props.KeyTopicPropertiesExclude,
-	props.KeyACLInclude, props.KeyGroupsInclude, props.KeyGroupsExclude, props.KeyMetadataRefresh,
-	props.KeyCheckpointInterval,
 }
 
 // settings returns the live settings; a mirror built without openMirror
@@ -58,24 +50,27 @@ func configAt(def store.MirrorDef) time.Time {
 	return def.CreatedAt
 }
 
-// needsReopen reports whether going from old to def changes what a
-// running mirror cannot change in place: the source connection (bootstrap,
-// security) or the data path (fetchers, in-flight appends, gap policy,
-// retries, the write guard).
-func needsReopen(old, def store.MirrorDef) bool {
-	if !slices.Equal(old.SourceBootstrap, def.SourceBootstrap) || !maps.Equal(old.SourceConfig, def.SourceConfig) {
+// needsReopen reports whether going from the running configuration to
+// cfg changes what a running mirror cannot change in place: the source
+// connection (bootstrap, security) or the data path (fetchers, in-flight
+// appends, gap policy, retries, the write guard). Settings are compared
+// with their defaults applied: spelling out a default changes nothing.
+func needsReopen(cur MirrorConfig, curDef store.MirrorDef, cfg MirrorConfig, def store.MirrorDef) bool {
+	if !slices.Equal(curDef.SourceBootstrap, def.SourceBootstrap) || !maps.Equal(curDef.SourceConfig, def.SourceConfig) {
 		return true
 	}
-	fixed := func(c map[string]string) map[string]string {
-		out := map[string]string{}
-		for k, v := range c {
-			if !slices.Contains(liveKeys, props.Canonical(k)) {
-				out[props.Canonical(k)] = strings.TrimSpace(v)
-			}
-		}
-		return out
+	type dataPath struct {
+		fetchers, inFlight, attempts      int
+		fetchWait, retryInitial, retryMax time.Duration
+		fetchBytes                        int32
+		gapFill, unclean, guard           bool
 	}
-	return !maps.Equal(fixed(old.Config), fixed(def.Config))
+	path := func(c MirrorConfig) dataPath {
+		_ = c.defaults() // c is a copy; errors are the name's and bootstrap's, compared above
+		return dataPath{c.NumFetchers, c.MaxInFlight, c.RetryAttempts, c.FetchMaxWait, c.RetryInitial, c.RetryMax,
+			c.PartitionFetchBytes, c.GapFill, c.UncleanRecovery, c.WriteGuard}
+	}
+	return path(cur) != path(cfg)
 }
 
 // applyDefs brings every mirror this instance runs to its recorded
@@ -101,23 +96,53 @@ func (c *coordinator) applyDef(ctx context.Context, m *mirror, cur, def store.Mi
 	cfg, err := mirrorConfig(def)
 	if err != nil {
 		// Recorded by a newer or broken kmirror: keep running what was
-		// valid, and say so every time the definition changes.
-		m.setLive(m.cfg, def)
+		// valid, and say so once per definition.
+		l := *m.settings()
+		l.def = def
+		m.live.Store(&l)
 		c.e.emit(LevelError, def.Name, "", -1, "altered configuration not applied: "+err.Error())
 		return
 	}
 	m.setLive(cfg, def)
+	if needsReopen(m.cfg, cur, cfg, def) {
+		c.reopen(ctx, m, cfg)
+		return
+	}
 	throttle := "unthrottled"
 	if cfg.ThrottleRate > 0 {
 		throttle = fmt.Sprintf("throttle %d B/s", cfg.ThrottleRate)
 	}
 	c.e.emit(LevelInfo, def.Name, "", -1, fmt.Sprintf("configuration of %s applied in place (%s)", configAt(def).Format(time.RFC3339), throttle))
-	if needsReopen(cur, def) {
-		c.reopen(ctx, m, cfg)
-	}
 }
 
-// reopen is filled in below.
+// reopen closes a running mirror so that the next reconcile opens it
+// with cfg: a new bootstrap or source security needs a new source client,
+// and the fetchers and appenders read their settings once. The partitions
+// restart from their records, as when their shard moves to another
+// instance: they realign, and none is failed over.
 func (c *coordinator) reopen(ctx context.Context, m *mirror, cfg MirrorConfig) {
-	c.e.emit(LevelWarn, m.cfg.Name, "", -1, "the new source connection and data path settings take effect when the instance restarts")
+	c.e.emit(LevelInfo, m.cfg.Name, "", -1, fmt.Sprintf("configuration of %s changes the source connection or the data path: reopening the mirror (bootstrap %s); its partitions realign",
+		configAt(m.settings().def).Format(time.RFC3339), strings.Join(cfg.SourceBootstrap, ",")))
+	for _, t := range m.topicList() {
+		m.removeTopic(t)
+	}
+	for p := range c.sent {
+		if p.Mirror == m.cfg.Name {
+			delete(c.sent, p)
+		}
+	}
+	c.e.mu.Lock()
+	delete(c.e.mirrors, m.cfg.Name)
+	c.e.mu.Unlock()
+	m.close()
+	delete(c.discovered, m.cfg.Name)
+	c.reconcileMirror(ctx, m.cfg.Name)
+}
+
+// reconcileMirror opens a mirror again at once rather than at the next
+// tick; its topics start from their records on the reconcile that follows.
+func (c *coordinator) reconcileMirror(ctx context.Context, name string) {
+	if def, ok := c.cat.Mirrors[name]; ok {
+		_, _ = c.mirror(ctx, def) // a failure is reported and retried by reconcile
+	}
 }
