@@ -453,6 +453,7 @@ func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
 		UncleanRecovery: s.UncleanLeaderElection, ThrottleRate: s.ThrottledRate,
 		CheckpointInterval: s.CheckpointInterval, WriteGuard: s.WriteGuard == props.WriteGuardACL,
 		PartitionFetchBytes: s.FetchMaxBytes, FetchMaxWait: s.FetchWaitMax,
+		FetchMinBytes: s.FetchMinBytes, FetchResponseMaxBytes: s.FetchResponseMaxBytes,
 	}
 	if s.RetryMaxAttempts == 0 {
 		cfg.RetryAttempts = partition.NoRetries

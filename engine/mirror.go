@@ -28,20 +28,22 @@ type MirrorConfig struct {
 	SourceOpts      []kgo.Opt // security settings for the source
 	Topics          []string  // source topic names to mirror
 
-	NumFetchers         int            // fetchers per source broker (mirror.num.fetchers), default 1
-	FetchMaxWait        time.Duration  // long-poll time of one fetch, default 100ms
-	PartitionFetchBytes int32          // bytes asked per partition per fetch, default 1 MiB
-	RetryInitial        time.Duration  // first retry backoff, default 100ms
-	RetryMax            time.Duration  // backoff cap, default 300s
-	RetryAttempts       int            // retries before a FAILED partition waits for recover, default 20
-	CheckInterval       time.Duration  // destination log-end check and rate period, default 1s
-	CheckpointInterval  time.Duration  // last mirrored offsets written to __mirror_state at most this often (mirror.state.checkpoint.interval.ms), default 5s
-	MaxInFlight         int            // batches in flight per partition (mirror.max.inflight, 1..5), default 5
-	GapFill             bool           // mirror.gap.policy=fill: tombstones stand in for missing source offsets
-	GroupSync           groupSync      // consumer-group offset sync; no interval: off
-	UncleanRecovery     bool           // mirror.unclean.leader.election.enable: rebuild after a source unclean election
-	ThrottleRate        int64          // mirror.replication.throttled.rate: bytes/s appended by the mirror; 0 unthrottled
-	MetaSync            metaSyncConfig // topic discovery, config and ACL sync; no interval: off
+	NumFetchers           int            // fetchers per source broker (mirror.num.fetchers), default 1
+	FetchMaxWait          time.Duration  // long-poll time of one fetch, default 100ms
+	PartitionFetchBytes   int32          // bytes asked per partition per fetch (mirror.fetch.max.bytes), default 1 MiB
+	FetchMinBytes         int32          // bytes a long-polled fetch waits for (mirror.fetch.min.bytes), default 1
+	FetchResponseMaxBytes int32          // bytes of one fetch response (mirror.fetch.response.max.bytes), default 64 MiB
+	RetryInitial          time.Duration  // first retry backoff, default 100ms
+	RetryMax              time.Duration  // backoff cap, default 300s
+	RetryAttempts         int            // retries before a FAILED partition waits for recover, default 20
+	CheckInterval         time.Duration  // destination log-end check and rate period, default 1s
+	CheckpointInterval    time.Duration  // last mirrored offsets written to __mirror_state at most this often (mirror.state.checkpoint.interval.ms), default 5s
+	MaxInFlight           int            // batches in flight per partition (mirror.max.inflight, 1..5), default 5
+	GapFill               bool           // mirror.gap.policy=fill: tombstones stand in for missing source offsets
+	GroupSync             groupSync      // consumer-group offset sync; no interval: off
+	UncleanRecovery       bool           // mirror.unclean.leader.election.enable: rebuild after a source unclean election
+	ThrottleRate          int64          // mirror.replication.throttled.rate: bytes/s appended by the mirror; 0 unthrottled
+	MetaSync              metaSyncConfig // topic discovery, config and ACL sync; no interval: off
 	// WriteGuard (mirror.destination.write.guard=acl): while a topic is
 	// mirrored a DENY WRITE ACL for User:* keeps every other principal
 	// out of it; kmirror's own principal must be a destination super user
@@ -411,7 +413,7 @@ func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
 	f, ok := m.fetchers[key]
 	if !ok {
 		opts := sourceWireOptions(m.src.cl, fetchClientID(m.e.cfg.Instance, key.index, m.cfg.Name))
-		f = newFetcher(key, m.src, opts, int32(m.cfg.FetchMaxWait/time.Millisecond))
+		f = newFetcher(key, m.src, opts, int32(m.cfg.FetchMaxWait/time.Millisecond), fetchLimits{m.cfg.FetchMinBytes, m.cfg.FetchResponseMaxBytes})
 		m.fetchers[key] = f
 		m.spawn(func() { f.run(m.ctx) })
 	}

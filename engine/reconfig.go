@@ -62,13 +62,13 @@ func needsReopen(cur MirrorConfig, curDef store.MirrorDef, cfg MirrorConfig, def
 	type dataPath struct {
 		fetchers, inFlight, attempts      int
 		fetchWait, retryInitial, retryMax time.Duration
-		fetchBytes                        int32
+		fetchBytes, minBytes, maxBytes    int32
 		gapFill, unclean, guard           bool
 	}
 	path := func(c MirrorConfig) dataPath {
 		_ = c.defaults() // c is a copy; errors are the name's and bootstrap's, compared above
 		return dataPath{c.NumFetchers, c.MaxInFlight, c.RetryAttempts, c.FetchMaxWait, c.RetryInitial, c.RetryMax,
-			c.PartitionFetchBytes, c.GapFill, c.UncleanRecovery, c.WriteGuard}
+			c.PartitionFetchBytes, c.FetchMinBytes, c.FetchResponseMaxBytes, c.GapFill, c.UncleanRecovery, c.WriteGuard}
 	}
 	return path(cur) != path(cfg)
 }

@@ -16,6 +16,8 @@ acls.include=TOPIC;orders-.*,GROUP;app-.*
 mirror.topics.include=payments,orders-.*
 mirror.fetch.max.bytes=2048
 mirror.fetch.wait.max.ms=250
+mirror.fetch.min.bytes=1024
+mirror.fetch.response.max.bytes=1048576
 mirror.failed.retry.max.attempts=0
 security.protocol=sasl_ssl
 sasl.mechanism=scram-sha-512
@@ -35,7 +37,7 @@ mirror.destination.write.guard=ACL
 		!slices.Equal(s.GroupsInclude, []string{"app-.*"}) || !slices.Equal(s.GroupsExclude, []string{"app-test"}) ||
 		!slices.Equal(s.ACLInclude, []string{"TOPIC;orders-.*", "GROUP;app-.*"}) ||
 		!slices.Equal(s.TopicsInclude, []string{"payments", "orders-.*"}) || s.FetchMaxBytes != 2048 ||
-		s.FetchWaitMax.Milliseconds() != 250 || s.RetryMaxAttempts != 0 || s.GapPolicy != "fill" || s.WriteGuard != WriteGuardACL {
+		s.FetchWaitMax.Milliseconds() != 250 || s.FetchMinBytes != 1024 || s.FetchResponseMaxBytes != 1<<20 || s.RetryMaxAttempts != 0 || s.GapPolicy != "fill" || s.WriteGuard != WriteGuardACL {
 		t.Fatalf("settings %+v", s)
 	}
 }

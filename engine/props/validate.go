@@ -38,6 +38,8 @@ const (
 	KeyTopicsInclude          = "mirror.topics.include"
 	KeyFetchMaxBytes          = "mirror.fetch.max.bytes"
 	KeyFetchWaitMax           = "mirror.fetch.wait.max.ms"
+	KeyFetchMinBytes          = "mirror.fetch.min.bytes"
+	KeyFetchResponseMaxBytes  = "mirror.fetch.response.max.bytes"
 )
 
 // Values of mirror.destination.write.guard.
@@ -91,6 +93,8 @@ var mirrorKeys = map[string]check{
 	KeyWriteGuard:             oneOf(WriteGuardNone, WriteGuardACL),
 	KeyFetchMaxBytes:          intIn(1, 1<<31-1),
 	KeyFetchWaitMax:           intIn(1, 1<<31-1),
+	KeyFetchMinBytes:          intIn(1, 1<<31-1),
+	KeyFetchResponseMaxBytes:  intIn(1, 1<<31-1),
 }
 
 // known maps every setting of a mirror configuration to its check.
@@ -359,6 +363,8 @@ type MirrorSettings struct {
 	TopicsInclude          []string      // names or RE2 patterns of source topics started when they appear
 	FetchMaxBytes          int32         // bytes asked per partition per fetch; 0: the engine's default
 	FetchWaitMax           time.Duration // long-poll time of one fetch; 0: the engine's default
+	FetchMinBytes          int32         // bytes a long-polled fetch waits for; 0: 1
+	FetchResponseMaxBytes  int32         // bytes of one fetch response; 0: 64 MiB
 }
 
 // DefaultMirrorSettings returns the settings of a mirror that sets nothing.
@@ -435,6 +441,10 @@ func ParseMirrorSettings(p Properties) (MirrorSettings, error) {
 			s.FetchMaxBytes = int32(n)
 		case KeyFetchWaitMax:
 			s.FetchWaitMax = millis(n)
+		case KeyFetchMinBytes:
+			s.FetchMinBytes = int32(n)
+		case KeyFetchResponseMaxBytes:
+			s.FetchResponseMaxBytes = int32(n)
 		}
 	}
 	return s, nil
