@@ -48,7 +48,7 @@ func commandConfig(path string, stderr io.Writer) (map[string]string, error) {
 	}
 	out := p.Map()
 	for k, v := range out {
-		r, err := props.Resolve(v, os.LookupEnv, os.ReadFile)
+		r, err := props.ResolveFromEnv(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", path, k, err)
 		}

@@ -116,6 +116,7 @@ func (s *script) expand(v string) string {
 //	unchanged TOPIC         the destination ends equal the marked ones
 //	identical TOPIC         batches and records identical on both sides
 //	deletetopic TOPIC       delete a source topic
+//	setenv NAME VALUE       set an environment variable for the rest of the script
 //	waitexec RE             repeat the last exec until its stdout matches RE
 //	epochs                  remember every partition's state and state epoch
 //	sameepochs              no partition remembered by epochs changed state
@@ -165,6 +166,8 @@ func (s *script) command(args []string) error {
 			s.stdout, s.stderr = out.String(), errb.String()
 			return re.MatchString(s.stdout), fmt.Sprintf("%v does not match %q:\n%s%s", s.lastExec, re, s.stdout, s.stderr)
 		})
+	case "setenv":
+		s.t.Setenv(args[1], strings.Join(args[2:], " "))
 	case "deletetopic":
 		resp, err := s.src.Admin(s.t).DeleteTopics(ctx, args[1])
 		if err == nil {

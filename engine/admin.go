@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -74,7 +73,7 @@ func (a *Admin) Catalog(ctx context.Context) (*store.Catalog, error) {
 func resolveSecrets(cfg map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(cfg))
 	for k, v := range cfg {
-		r, err := props.Resolve(v, os.LookupEnv, os.ReadFile)
+		r, err := props.ResolveFromEnv(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
