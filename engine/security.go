@@ -112,7 +112,7 @@ func tlsConfig(cfg map[string]string) (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if path := cfg["ssl.keystore.location"]; path != "" {
-		cert, err := tls.LoadX509KeyPair(path, path)
+		cert, err := loadKeystore(path, cfg["ssl.key.password"])
 		if err != nil {
 			return nil, fmt.Errorf("ssl.keystore.location %s: want a PEM file with certificate and key: %w", path, err)
 		}

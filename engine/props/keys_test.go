@@ -100,3 +100,13 @@ func TestACLRules(t *testing.T) {
 		}
 	}
 }
+
+func TestStoreTypes(t *testing.T) {
+	if _, err := ValidateClientConfig(parse(t, "ssl.keystore.type=pem\nssl.truststore.type=PEM\n")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ValidateMirrorConfig(parse(t, "bootstrap.servers=a:1\nssl.keystore.type=PKCS12\n"))
+	if err == nil || !strings.Contains(err.Error(), `line 2: ssl.keystore.type: "PKCS12" stores are not read: convert to PEM`) {
+		t.Fatalf("PKCS12: %v", err)
+	}
+}
