@@ -54,6 +54,13 @@ func SecurityParts(cfg map[string]string) (*tls.Config, sasl.Mechanism, error) {
 	if !strings.HasPrefix(proto, "SASL") {
 		return tc, nil, nil
 	}
+	switch strings.ToUpper(cfg["sasl.mechanism"]) {
+	case "OAUTHBEARER":
+		mech, err := oauthMechanism(cfg)
+		return tc, mech, err
+	case "AWS_MSK_IAM":
+		return tc, awsMechanism(os.LookupEnv), nil
+	}
 	user, pass, err := saslCredentials(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -66,7 +73,7 @@ func SecurityParts(cfg map[string]string) (*tls.Config, sasl.Mechanism, error) {
 	case "SCRAM-SHA-512":
 		return tc, scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
 	default:
-		return nil, nil, fmt.Errorf("sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+		return nil, nil, fmt.Errorf("sasl.mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", mech)
 	}
 }
 

@@ -56,7 +56,8 @@ func IsMirrorSetting(key string) bool {
 var clientKeys = map[string]check{
 	KeyBootstrapServers:                     hostPorts,
 	KeySecurityProtocol:                     oneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-	KeySASLMechanism:                        oneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+	KeySASLMechanism:                        oneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM"),
+	KeyOAuthTokenEndpoint:                   nil,
 	KeySASLJAASConfig:                       nil,
 	KeySASLUsername:                         nil,
 	KeySASLPassword:                         nil,

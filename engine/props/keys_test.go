@@ -110,3 +110,19 @@ func TestStoreTypes(t *testing.T) {
 		t.Fatalf("PKCS12: %v", err)
 	}
 }
+
+func TestSASLMechanisms(t *testing.T) {
+	ok := []string{
+		"security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\nsasl.oauthbearer.token.endpoint.url=https://idp/token\nsasl.jaas.config=x clientId=a clientSecret=${env:S};\n",
+		"security.protocol=SASL_SSL\nsasl.mechanism=aws_msk_iam\n",
+	}
+	for _, in := range ok {
+		if _, err := ValidateClientConfig(parse(t, in)); err != nil {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+	_, err := ValidateClientConfig(parse(t, "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2: sasl.mechanism: OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url") {
+		t.Errorf("OAUTHBEARER without an endpoint: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ const (
 	KeySASLJAASConfig         = "sasl.jaas.config"
 	KeySASLUsername           = "sasl.username"
 	KeySASLPassword           = "sasl.password"
+	KeyOAuthTokenEndpoint     = "sasl.oauthbearer.token.endpoint.url"
 	KeyNumFetchers            = "mirror.num.fetchers"
 	KeyGapPolicy              = "mirror.gap.policy"
 	KeyMetadataRefresh        = "mirror.metadata.refresh.interval.ms"
@@ -212,8 +213,16 @@ func checkSASL(p Properties, entry func(string) (Entry, bool), bad func(Entry, s
 	if mech, ok := entry(KeySASLMechanism); ok && !sasl {
 		warnings = append(warnings, at(mech.Line)+fmt.Sprintf("%s is ignored unless %s is SASL_PLAINTEXT or SASL_SSL", KeySASLMechanism, KeySecurityProtocol))
 	}
-	if sasl {
-		_, jaas := entry(KeySASLJAASConfig)
+	mech, _ := entry(KeySASLMechanism)
+	_, jaas := entry(KeySASLJAASConfig)
+	switch m := strings.ToUpper(strings.TrimSpace(mech.Value)); {
+	case !sasl:
+	case m == "AWS_MSK_IAM": // credentials from the environment
+	case m == "OAUTHBEARER":
+		if _, ok := entry(KeyOAuthTokenEndpoint); !ok || !jaas {
+			bad(mech, "OAUTHBEARER needs %s and %s with clientId and clientSecret", KeyOAuthTokenEndpoint, KeySASLJAASConfig)
+		}
+	default:
 		_, user := entry(KeySASLUsername)
 		_, pass := entry(KeySASLPassword)
 		if !jaas && (!user || !pass) {
