@@ -178,6 +178,7 @@ type configView struct {
 	Config          map[string]string `json:"config"`
 	CreatedAt       time.Time         `json:"createdAt,omitzero"`
 	UpdatedAt       time.Time         `json:"updatedAt,omitzero"`
+	Patterns        []string          `json:"patterns,omitempty"` // --start patterns waiting for a topic
 	Instances       []appliedConfig   `json:"instances"`
 }
 
@@ -203,6 +204,9 @@ func describeConfig(ctx context.Context, adm *engine.Admin, mirror string, asJSO
 	}
 	v := configView{Mirror: def.Name, SourceClusterID: def.SourceClusterID, Config: shownConfig(def),
 		CreatedAt: def.CreatedAt, UpdatedAt: def.UpdatedAt, Instances: []appliedConfig{}}
+	for _, p := range def.Patterns {
+		v.Patterns = append(v.Patterns, p.Topics)
+	}
 	now := time.Now()
 	for _, id := range slices.Sorted(maps.Keys(cat.Instances)) {
 		h := cat.Instances[id]
@@ -222,6 +226,9 @@ func describeConfig(ctx context.Context, adm *engine.Admin, mirror string, asJSO
 	fmt.Fprintf(stdout, "# mirror %s, source cluster %s\n", def.Name, def.SourceClusterID)
 	for _, k := range slices.Sorted(maps.Keys(v.Config)) {
 		fmt.Fprintf(stdout, "%s=%s\n", k, v.Config[k])
+	}
+	for _, p := range v.Patterns {
+		fmt.Fprintf(stdout, "# --start %s: no topic matched yet; started when one appears\n", p)
 	}
 	if len(v.Instances) == 0 {
 		fmt.Fprintln(stdout, "# no live instance runs this mirror")
