@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -92,7 +91,6 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		name = "sandbox"
 	}
 	fs := flag.NewFlagSet("kmirror "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var headless, noDrill, script, ascii *bool
 	var theme, logFile, report *string
 	var stepTimeout *time.Duration
@@ -106,11 +104,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		ascii = fs.Bool("ascii", false, "ASCII borders and glyphs (default when the locale is not UTF-8)")
 		logFile = fs.String("log-file", defaultLogPath(os.Getenv, "demo.log"), "where the engine writes its log")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseMode(fs, name, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kmirror %s: unexpected argument %q\n", name, fs.Arg(0))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,7 +100,7 @@ func TestPlannedFailoverAndFailback(t *testing.T) {
 	}
 
 	// Failover: stop, then B is writable.
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b")
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b", "--all", "--yes")
 	stopped := waitStates(t, onB, "a-to-b", partition.Stopped, 2)
 	for _, p := range stopped {
 		if p.LastOffset != 199 {
@@ -158,7 +159,7 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 
 	// The mirror falls behind (paused), A takes 7 more records on partition
 	// 1, then A goes down.
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--pause", "--mirror", "a-to-b")
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--pause", "--mirror", "a-to-b", "--all")
 	waitStates(t, onB, "a-to-b", partition.Paused, 2)
 	var recs []*kgo.Record
 	for i := range 7 {
@@ -176,7 +177,7 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 	a.Close()
 
 	start := time.Now()
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b")
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b", "--all", "--yes")
 	waitStates(t, onB, "a-to-b", partition.Stopped, 2)
 	t.Logf("stop with the source down took %s", time.Since(start).Round(time.Millisecond))
 	enginetest.Produce(t, b.Client(t, enginetest.ProducerOpts("lz4", true)...), "orders", 2, 10, "on-b")
@@ -212,8 +213,13 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 		return len(be) == 2 && len(ae) == 2 && be[0] == ae[0], fmt.Sprintf("B %v A %v", be, ae)
 	})
 	out := kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--describe", "--failed")
-	if !strings.Contains(out, "FAILED") || !strings.Contains(out, "records never mirrored before the failover") {
+	if !regexp.MustCompile(`b-to-a\s+orders\s+1\s+NonRetryable\s+destination diverged`).MatchString(out) {
 		t.Fatalf("describe --failed on A:\n%s", out)
+	}
+	// The text cuts the error to 80 characters; JSON has it whole.
+	out = kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--describe", "--failed", "--json")
+	if !strings.Contains(out, `"state": "FAILED"`) || !strings.Contains(out, "records never mirrored before the failover") {
+		t.Fatalf("describe --failed --json on A:\n%s", out)
 	}
 
 	// The operator allows the rebuild: A's 7 unmirrored records go to a

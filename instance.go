@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		mode = "console"
 	}
 	fs := flag.NewFlagSet("kmirror "+mode, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	bootstrap := fs.String("bootstrap-server", "", "destination cluster bootstrap servers (host:port,...)")
 	cmdConfig := fs.String("command-config", "", "properties file with the destination client's security settings")
 	host, _ := os.Hostname()
@@ -45,11 +43,8 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		report = fs.String("report", "", "with --drill: the report's path without extension (PATH.md, PATH.json); default kmirror-drill-<time> in the current directory")
 		stepTimeout = fs.Duration("step-timeout", 90*time.Second, "with --drill: how long a drill step waits for the clusters")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseMode(fs, mode, args, stdout, stderr); !ok {
+		return code
 	}
 	if *bootstrap == "" || fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kmirror %s: --bootstrap-server is required and no argument is taken\n", mode)
@@ -59,7 +54,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		fmt.Fprintf(stderr, "kmirror console: --drill stops the mirror, so it cannot be --read-only\n")
 		return exitUsage
 	}
-	security, err := commandConfig(*cmdConfig)
+	security, err := commandConfig(*cmdConfig, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror %s: %s\n", mode, oneLine(err))
 		return exitFail

@@ -65,8 +65,8 @@ func TestConsoleHelpShowsLogPath(t *testing.T) {
 	if code := runInstance(context.Background(), []string{"--help"}, &out, &errOut, true); code != exitOK {
 		t.Fatalf("console --help exit %d", code)
 	}
-	if want := filepath.Join(state, "kmirror", "console.log"); !strings.Contains(errOut.String(), want) {
-		t.Errorf("console --help does not show the log path %s:\n%s", want, errOut.String())
+	if want := filepath.Join(state, "kmirror", "console.log"); !strings.Contains(out.String(), want) {
+		t.Errorf("console --help does not show the log path %s on stdout:\n%s", want, out.String())
 	}
 	if _, err := os.Stat(state); err == nil {
 		t.Error("--help created the state directory")

@@ -35,21 +35,31 @@ Modes:
     [--drill [--mirror N] [--report PATH]] with the DR drill panel for a real mirror: you take the source
                                            down and move the clients and tick each (x); the drill measures
   kmirror bench [--quick] [--json]         throughput, CPU, allocation, lag, failover and memory against baselines
-  kmirror version                          the release and commit of this build
-  kmirror help                             this text
+  kmirror completion bash|zsh              a shell completion script
+  kmirror --version                        the release, commit, module version and Go version of this build
+  kmirror --help                           this text
 
 Actions (compatible with kafka-cluster-mirrors.sh; exactly one per call):
   kmirror --bootstrap-server B [--command-config F] ACTION [options]
-    --create   --mirror N --mirror-config F [--allow-plaintext-secrets]
-    --delete   --mirror N                      (only when every topic is STOPPED)
-    --list
-    --describe [--mirror N] [--failed] [--json]
-    --start    --mirror N --topics LIST|REGEX [--exclude REGEX]
-    --pause    --mirror N [--topics LIST|REGEX] [--wait [--timeout D]]
-    --resume   --mirror N [--topics LIST|REGEX] [--wait [--timeout D]]
-    --stop     --mirror N [--topics LIST|REGEX] [--wait [--timeout D]]
-                                               (failover: the topics become writable)
-    --recover  --mirror N [--topics LIST|REGEX] [--rebuild]
+    --create          --mirror N --mirror-config F [--allow-plaintext-secrets]
+    --alter           --mirror N --mirror-config F [--allow-plaintext-secrets]
+                                  (running instances apply it without a restart)
+    --describe-config --mirror N [--json]
+    --delete          --mirror N  (only when every topic is STOPPED)
+    --list            [--json]
+    --describe        [--mirror N] [--failed] [--json]
+    --start           --mirror N --topics LIST [--exclude LIST]
+    --pause           --mirror N --topics LIST|--all [--wait [--timeout D]]
+    --resume          --mirror N --topics LIST|--all [--wait [--timeout D]]
+    --stop            --mirror N --topics LIST|--all [--yes] [--wait [--timeout D]]
+                                  (failover: the topics become writable)
+    --recover         --mirror N --topics LIST|--all [--rebuild]
+
+  LIST is a comma list of topic names and RE2 regexes, each matching whole
+  names: --topics 'payments,orders-.*'. A --start whose patterns match no
+  topic yet is recorded: matching topics are started when they appear.
+  --stop --all asks for the mirror's name on a terminal; scripts pass --yes.
+  An option of another action is a usage error.
 
   --pause, --resume, --stop and --recover record the command in __mirror_state
   and return; the instance owning the partitions executes it. When no live
@@ -59,7 +69,9 @@ Actions (compatible with kafka-cluster-mirrors.sh; exactly one per call):
   naming the partitions still pending); after --stop it prints each
   partition's last mirrored offset and the records the source holds beyond it.
   --describe adds OWNER and HEARTBEAT: "instance lost" when the owner's last
-  heartbeat is over 3 heartbeat intervals old or missing.
+  heartbeat is over 3 heartbeat intervals old or missing. --describe --failed
+  shows MIRROR TOPIC PARTITION RETRY ERROR, RETRY as attempt/max or
+  NonRetryable.
 
 Exit codes: 0 success, 1 the operation failed, 2 usage error.
 Run "kmirror MODE --help" for the options of a mode.
@@ -82,7 +94,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" {
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "-version", "--version", "version":
+		fmt.Fprint(stdout, versionReport())
+		return exitOK
+	}
+	if strings.HasPrefix(args[0], "-") {
 		return runAction(ctx, args, stdout, stderr)
 	}
 	switch args[0] {
@@ -96,12 +116,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(ctx, args[1:], stdout, stderr, false)
 	case "sandbox":
 		return runDemo(ctx, args[1:], stdout, stderr, true)
-	case "version":
-		fmt.Fprintln(stdout, "kmirror "+versionString())
-		return exitOK
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+	case "completion":
+		return completion(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "kmirror: unknown mode %q\n\n%s", args[0], usage)
 	return exitUsage

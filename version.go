@@ -1,6 +1,10 @@
 package main
 
-import "runtime/debug"
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
 
 // version is kmirror's release, set at build time with
 // -ldflags "-X main.version=v1.2.3"; "dev" otherwise.
@@ -10,9 +14,18 @@ var version = "dev"
 // checkout, the commit: instances report it in their heartbeats, so an
 // operator can see which build runs where during a rolling upgrade.
 func versionString() string {
+	if rev := buildCommit(); rev != "" {
+		return version + " (" + rev + ")"
+	}
+	return version
+}
+
+// buildCommit is the commit Go recorded (12 digits, "+dirty" for a
+// modified work tree), "" when the build had no VCS information.
+func buildCommit() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return version
+		return ""
 	}
 	var rev, dirty string
 	for _, s := range bi.Settings {
@@ -29,7 +42,24 @@ func versionString() string {
 		rev = rev[:12]
 	}
 	if rev == "" {
-		return version
+		return ""
 	}
-	return version + " (" + rev + dirty + ")"
+	return rev + dirty
+}
+
+// versionReport is kmirror --version: the release, the commit, the module
+// version Go recorded (a "go install ...@v1.2.3" build has one) and the Go
+// toolchain, which is what a bug report needs.
+func versionReport() string {
+	commit, module, goVersion := buildCommit(), "unknown (not built as a module)", runtime.Version()
+	if commit == "" {
+		commit = "unknown (built without VCS information)"
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path != "" {
+			module = bi.Main.Path + " " + bi.Main.Version
+		}
+		goVersion = bi.GoVersion
+	}
+	return fmt.Sprintf("kmirror %s\ncommit: %s\nmodule: %s\ngo: %s %s/%s\n", version, commit, module, goVersion, runtime.GOOS, runtime.GOARCH)
 }

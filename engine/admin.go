@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -74,7 +73,7 @@ func (a *Admin) Catalog(ctx context.Context) (*store.Catalog, error) {
 func resolveSecrets(cfg map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(cfg))
 	for k, v := range cfg {
-		r, err := props.Resolve(v, os.LookupEnv, os.ReadFile)
+		r, err := props.ResolveFromEnv(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -87,31 +86,11 @@ func resolveSecrets(cfg map[string]string) (map[string]string, error) {
 // answers, and records the mirror with the source's cluster id. Secret
 // values must be references unless allowLiteralSecrets.
 func (a *Admin) CreateMirror(ctx context.Context, name string, p props.Properties, allowLiteralSecrets bool) (warnings []string, err error) {
-	if err := store.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("mirror name %q: %w", name, err)
-	}
-	warnings, err = props.ValidateMirrorConfig(p)
+	def, warnings, err := buildDef(name, p, allowLiteralSecrets)
 	if err != nil {
 		return warnings, err
 	}
-	def := store.MirrorDef{Name: name, SourceConfig: map[string]string{}, Config: map[string]string{}, CreatedAt: a.now().UTC()}
-	for _, e := range p.Entries {
-		switch {
-		case e.Key == "bootstrap.servers":
-			for _, s := range strings.Split(e.Value, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					def.SourceBootstrap = append(def.SourceBootstrap, s)
-				}
-			}
-		case strings.HasPrefix(e.Key, "mirror."):
-			def.Config[e.Key] = e.Value
-		default:
-			if props.IsLiteralSecret(e.Key, e.Value) && !allowLiteralSecrets {
-				return warnings, fmt.Errorf("%s holds a literal secret: store a reference (${env:NAME} or ${file:/path:key}) or pass --allow-plaintext-secrets", e.Key)
-			}
-			def.SourceConfig[e.Key] = e.Value
-		}
-	}
+	def.CreatedAt = a.now().UTC()
 	cat, err := a.Catalog(ctx)
 	if err != nil {
 		return warnings, err
@@ -119,7 +98,7 @@ func (a *Admin) CreateMirror(ctx context.Context, name string, p props.Propertie
 	if _, ok := cat.Mirrors[name]; ok {
 		return warnings, opErr("mirror %s already exists", name)
 	}
-	if strings.TrimSpace(def.Config[props.KeyWriteGuard]) == props.WriteGuardACL {
+	if strings.EqualFold(strings.TrimSpace(def.Config[props.KeyWriteGuard]), props.WriteGuardACL) {
 		if err := probeAuthorizer(ctx, a.cl); err != nil {
 			return warnings, err
 		}
@@ -133,6 +112,86 @@ func (a *Admin) CreateMirror(ctx context.Context, name string, p props.Propertie
 		return warnings, err
 	}
 	return warnings, a.w.PutMirror(ctx, def)
+}
+
+// AlterMirror replaces an existing mirror's configuration, validated as
+// CreateMirror validates it. Its topics and standing --start patterns stay;
+// a new bootstrap must reach the same source cluster (the mirror's offsets
+// are that cluster's). Running instances pick the new definition up from
+// __mirror_state and reconfigure the mirror in place.
+func (a *Admin) AlterMirror(ctx context.Context, name string, p props.Properties, allowLiteralSecrets bool) (warnings []string, err error) {
+	def, warnings, err := buildDef(name, p, allowLiteralSecrets)
+	if err != nil {
+		return warnings, err
+	}
+	cat, err := a.Catalog(ctx)
+	if err != nil {
+		return warnings, err
+	}
+	old, ok := cat.Mirrors[name]
+	if !ok {
+		return warnings, opErr("mirror %s does not exist", name)
+	}
+	if strings.EqualFold(strings.TrimSpace(def.Config[props.KeyWriteGuard]), props.WriteGuardACL) {
+		if err := probeAuthorizer(ctx, a.cl); err != nil {
+			return warnings, err
+		}
+	}
+	id, err := sourceClusterID(ctx, def)
+	if err != nil {
+		return warnings, err
+	}
+	if old.SourceClusterID != "" && id != old.SourceClusterID {
+		return warnings, opErr("bootstrap.servers %s reach cluster %s, not the mirror's source %s", strings.Join(def.SourceBootstrap, ","), id, old.SourceClusterID)
+	}
+	def.SourceClusterID, def.CreatedAt, def.Patterns, def.UpdatedAt = old.SourceClusterID, old.CreatedAt, old.Patterns, a.now().UTC()
+	return warnings, a.w.PutMirror(ctx, def)
+}
+
+// MirrorDefinition returns a mirror's recorded definition.
+func (a *Admin) MirrorDefinition(ctx context.Context, name string) (store.MirrorDef, error) {
+	cat, err := a.Catalog(ctx)
+	if err != nil {
+		return store.MirrorDef{}, err
+	}
+	def, ok := cat.Mirrors[name]
+	if !ok {
+		return def, opErr("mirror %s does not exist", name)
+	}
+	return def, nil
+}
+
+// buildDef validates a mirror configuration and splits it into a
+// definition: bootstrap, source client settings, mirror.* settings (under
+// their primary names, so instances never see an alias).
+func buildDef(name string, p props.Properties, allowLiteralSecrets bool) (store.MirrorDef, []string, error) {
+	def := store.MirrorDef{Name: name, SourceConfig: map[string]string{}, Config: map[string]string{}}
+	if err := store.ValidateName(name); err != nil {
+		return def, nil, fmt.Errorf("mirror name %q: %w", name, err)
+	}
+	warnings, err := props.ValidateMirrorConfig(p)
+	if err != nil {
+		return def, warnings, err
+	}
+	for _, e := range p.Entries {
+		key := props.Canonical(e.Key)
+		switch {
+		case key == "bootstrap.servers":
+			for _, s := range strings.Split(e.Value, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					def.SourceBootstrap = append(def.SourceBootstrap, s)
+				}
+			}
+		case strings.HasPrefix(key, "mirror."):
+			def.Config[key] = e.Value
+		default:
+			if props.IsLiteralSecret(key, e.Value) && !allowLiteralSecrets {
+				return def, warnings, fmt.Errorf("%s holds a literal secret: store a reference (${env:NAME} or ${file:/path:key}) or pass --allow-plaintext-secrets", e.Key)
+			}
+			def.SourceConfig[key] = e.Value
+		}
+	}
+	return def, warnings, nil
 }
 
 // sourceClient connects to a mirror's source with its resolved settings.
@@ -198,44 +257,6 @@ func (a *Admin) DeleteMirror(ctx context.Context, name string) error {
 	return a.w.Put(ctx, store.MirrorKey(name), nil)
 }
 
-// TopicSelector is the --topics argument: a comma-separated list of names,
-// or an RE2 regular expression that must match a whole topic name.
-type TopicSelector struct {
-	names []string
-	re    *regexp.Regexp
-	raw   string
-}
-
-// ParseTopics parses --topics (and an optional --exclude regex).
-func ParseTopics(arg string) (TopicSelector, error) {
-	sel := TopicSelector{raw: arg}
-	if strings.TrimSpace(arg) == "" {
-		return sel, errors.New("--topics is empty")
-	}
-	if strings.ContainsAny(arg, `*+?()[]{}|^$\`) {
-		re, err := regexp.Compile("^(?:" + arg + ")$")
-		if err != nil {
-			return sel, fmt.Errorf("--topics %q: %w", arg, err)
-		}
-		sel.re = re
-		return sel, nil
-	}
-	for _, n := range strings.Split(arg, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			sel.names = append(sel.names, n)
-		}
-	}
-	return sel, nil
-}
-
-// Match reports whether topic is selected.
-func (s TopicSelector) Match(topic string) bool {
-	if s.re != nil {
-		return s.re.MatchString(topic)
-	}
-	return slices.Contains(s.names, topic)
-}
-
 // Start records desired state start for the source topics sel selects and
 // exclude (an RE2 regex, may be nil) does not; it returns them.
 func (a *Admin) Start(ctx context.Context, mirror string, sel TopicSelector, exclude *regexp.Regexp) ([]string, error) {
@@ -282,7 +303,12 @@ func (a *Admin) Start(ctx context.Context, mirror string, sel TopicSelector, exc
 		topics = append(topics, t)
 	}
 	if len(topics) == 0 {
-		return nil, opErr("no source topic matches %q", sel.raw)
+		if !sel.HasPatterns() {
+			return nil, opErr("no source topic matches %q", sel.raw)
+		}
+		// KIP-1279: a pattern is a standing order. Recorded on the
+		// mirror, discovery starts its topics once they appear.
+		return nil, a.recordPattern(ctx, def, sel, exclude)
 	}
 	slices.Sort(topics)
 	if err := a.refuseLoop(ctx, def, topics); err != nil {
@@ -299,6 +325,18 @@ func (a *Admin) Start(ctx context.Context, mirror string, sel TopicSelector, exc
 		}
 	}
 	return topics, nil
+}
+
+func (a *Admin) recordPattern(ctx context.Context, def store.MirrorDef, sel TopicSelector, exclude *regexp.Regexp) error {
+	p := store.StartPattern{Topics: sel.raw}
+	if exclude != nil {
+		p.Exclude = exclude.String()
+	}
+	if slices.Contains(def.Patterns, p) {
+		return nil
+	}
+	def.Patterns = append(def.Patterns, p)
+	return a.w.PutMirror(ctx, def)
 }
 
 // refuseLoop fails when an active mirror in the source cluster's own
@@ -343,7 +381,22 @@ func (a *Admin) Control(ctx context.Context, kind CommandKind, mirror string, se
 			cmd.Topics = append(cmd.Topics, t.Topic)
 		}
 	}
-	if _, ok := cat.Mirrors[mirror]; ok && len(cmd.Topics) == 0 {
+	def, ok := cat.Mirrors[mirror]
+	if ok && sel == nil && kind == CmdStop && len(def.Patterns) > 0 {
+		// Stopping a whole mirror ends its standing --start patterns
+		// too: a failed-over mirror must not start new topics.
+		def.Patterns = nil
+		if err := a.w.PutMirror(ctx, def); err != nil {
+			return nil, err
+		}
+		if len(cmd.Topics) == 0 {
+			return nil, nil
+		}
+	}
+	if ok && len(cmd.Topics) == 0 {
+		if sel == nil {
+			return nil, opErr("mirror %s has no started topic", mirror)
+		}
 		return nil, opErr("mirror %s has no started topic matching %q", mirror, sel.raw)
 	}
 	return SetDesired(ctx, a.w, cat, cmd, a.now())
@@ -393,9 +446,16 @@ type DescribeRow struct {
 	State             string `json:"state"`
 	RetryAttempt      int    `json:"retryAttempt"`
 	ErrorMessage      string `json:"errorMessage"`
-	LastMirrorOffset  int64  `json:"lastMirrorOffset"`
-	LastMirrorEpoch   int32  `json:"lastMirrorEpoch"`
-	Owner             string `json:"owner,omitempty"`
+	// Retryable says a FAILED partition retries by itself, up to
+	// RetryMaxAttempts (the mirror's setting; 0: no retries).
+	Retryable        bool `json:"retryable"`
+	RetryMaxAttempts int  `json:"retryMaxAttempts"`
+	// StateEpoch counts the partition's state changes (its record's):
+	// unchanged means the partition never left its state in between.
+	StateEpoch       int64  `json:"stateEpoch"`
+	LastMirrorOffset int64  `json:"lastMirrorOffset"`
+	LastMirrorEpoch  int32  `json:"lastMirrorEpoch"`
+	Owner            string `json:"owner,omitempty"`
 	// OwnerStatus is OwnerLive, OwnerLost, OwnerStopped, OwnerNotOwned
 	// or OwnerNone; OwnerLive alone means an instance runs the partition.
 	OwnerStatus         string `json:"ownerStatus"`
@@ -478,6 +538,11 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 			outages[mn] = outage
 		}
 		dstEnds, _ := dst.endOffsets(ctx, names...)
+		maxAttempts := props.DefaultMirrorSettings().RetryMaxAttempts
+		if s, err := mirrorSettings(cat.Mirrors[mn]); err == nil {
+			maxAttempts = s.RetryMaxAttempts
+		}
+		first := len(rows)
 		for _, t := range topics {
 			seen := map[int32]bool{}
 			for _, r := range cat.PartitionsOf(mn, t.Topic) {
@@ -489,6 +554,9 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds).withOwner(ownerOf(cat, mn, t.Topic, "", now)))
 				}
 			}
+		}
+		for i := first; i < len(rows); i++ {
+			rows[i].RetryMaxAttempts = maxAttempts
 		}
 	}
 	for i := range rows {
@@ -522,7 +590,8 @@ func describeRow(mirror, topic string, p int32, r *store.PartitionRecord, srcEnd
 		row.Lag = max(0, row.SourceOffset-row.DestinationOffset)
 	}
 	if r != nil {
-		row.State, row.RetryAttempt, row.ErrorMessage = r.State.String(), r.Attempt, r.Error
+		row.State, row.RetryAttempt, row.ErrorMessage, row.Retryable = r.State.String(), r.Attempt, r.Error, r.Retryable
+		row.StateEpoch = r.StateEpoch
 		row.LastMirrorOffset, row.LastMirrorEpoch, row.Owner = r.LastOffset, r.LastEpoch, r.Owner
 		row.SourceTopicID, row.DestinationTopicID = r.SourceTopicID, r.DestTopicID
 	}

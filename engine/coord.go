@@ -298,6 +298,7 @@ func (c *coordinator) release(context.Context) {
 func (c *coordinator) reconcile(ctx context.Context) {
 	c.promote()
 	c.release(ctx)
+	c.applyDefs(ctx)
 	c.discover(ctx)
 	refs := make([]store.TopicRef, 0, len(c.cat.Topics))
 	for ref := range c.cat.Topics {
@@ -434,6 +435,7 @@ func (c *coordinator) mirror(ctx context.Context, def store.MirrorDef) (*mirror,
 		return nil, err
 	}
 	delete(c.failing, def.Name)
+	m.setLive(cfg, def)
 	return m, nil
 }
 
@@ -457,6 +459,11 @@ func mirrorConfig(def store.MirrorDef) (MirrorConfig, error) {
 		RetryAttempts: s.RetryMaxAttempts, MaxInFlight: s.MaxInflight, GapFill: s.GapPolicy == "fill",
 		UncleanRecovery: s.UncleanLeaderElection, ThrottleRate: s.ThrottledRate,
 		CheckpointInterval: s.CheckpointInterval, WriteGuard: s.WriteGuard == props.WriteGuardACL,
+		PartitionFetchBytes: s.FetchMaxBytes, FetchMaxWait: s.FetchWaitMax,
+		FetchMinBytes: s.FetchMinBytes, FetchResponseMaxBytes: s.FetchResponseMaxBytes,
+	}
+	if s.RetryMaxAttempts == 0 {
+		cfg.RetryAttempts = partition.NoRetries
 	}
 	cfg.SyncGroups(s.MetadataRefresh, s.GroupsInclude, s.GroupsExclude)
 	cfg.SyncMetadata(s.MetadataRefresh, s.TopicsExclude, s.TopicPropertiesExclude, s.ACLInclude)

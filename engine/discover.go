@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/partition"
@@ -25,21 +26,30 @@ func (c *coordinator) discover(ctx context.Context) {
 		if !c.owned[store.MirrorShard(name)] {
 			continue
 		}
+		def := c.cat.Mirrors[name]
+		settings, err := mirrorSettings(def)
+		if err != nil {
+			continue
+		}
 		c.e.mu.Lock()
 		m, ok := c.e.mirrors[name]
 		c.e.mu.Unlock()
+		if !ok && (len(def.Patterns) > 0 || len(settings.TopicsInclude) > 0) {
+			// A mirror whose --start matched nothing yet runs no
+			// topic: open it to watch its source for the patterns.
+			if m, err = c.mirror(ctx, def); err != nil {
+				continue
+			}
+			ok = true
+		}
 		if !ok {
 			continue
 		}
-		interval := m.cfg.MetaSync.interval
+		interval := m.settings().metaSync.interval
 		if interval <= 0 || c.e.now().Sub(c.discovered[name]) < interval {
 			continue
 		}
 		c.discovered[name] = c.e.now()
-		settings, err := mirrorSettings(c.cat.Mirrors[name])
-		if err != nil {
-			continue
-		}
 		excl := compileAll(settings.TopicsExclude)
 		var known []string
 		patterns := map[string]string{} // pattern -> exclude
@@ -49,10 +59,16 @@ func (c *coordinator) discover(ctx context.Context) {
 				patterns[t.Pattern] = t.Exclude
 			}
 		}
+		for _, p := range def.Patterns {
+			patterns[p.Topics] = p.Exclude
+		}
+		if inc := strings.Join(settings.TopicsInclude, ","); inc != "" {
+			patterns[inc] = "" // mirror.topics.include: a standing --start
+		}
 		for pattern, exclude := range patterns {
 			sel, err := ParseTopics(pattern)
-			if err != nil || sel.re == nil {
-				continue // a list of names discovers nothing new
+			if err != nil {
+				continue
 			}
 			ex := excl
 			if exclude != "" {
@@ -61,7 +77,7 @@ func (c *coordinator) discover(ctx context.Context) {
 				}
 			}
 			dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			found, err := discoverTopics(dctx, m.src, sel.re, ex, known)
+			found, err := discoverTopics(dctx, m.src, sel.wholeRegexp(), ex, known)
 			cancel()
 			if err != nil {
 				continue

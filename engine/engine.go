@@ -221,15 +221,14 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 		e: e, cfg: cfg, src: src, sourceID: id,
 		srcMeta:  newMetaCache(src, []string{}, e.now),
 		dstMeta:  e.dst.leaders,
-		ctx:      e.ctx,
 		fetchers: make(map[fetchKey]*fetcher),
 	}
 	// The source cluster is this mirror's alone: its offsets are listed
 	// with the leaders the mirror routes by, not with a second copy.
 	src.leaders = m.srcMeta
-	if cfg.ThrottleRate > 0 {
-		m.bucket = throttle.New(cfg.ThrottleRate, e.now)
-	}
+	m.ctx, m.cancel = context.WithCancel(e.ctx)
+	m.bucket = throttle.New(cfg.ThrottleRate, e.now)
+	m.setLive(cfg, store.MirrorDef{})
 	if unreachable != nil {
 		m.srcReach.markDown(e.now(), unreachable)
 		e.emit(LevelError, cfg.Name, "", -1, m.sourceDown().Error()+"; the mirror is opened from "+store.Topic+" alone: a stop needs only the destination")
@@ -237,9 +236,9 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	e.mu.Lock()
 	e.mirrors[cfg.Name] = m
 	e.mu.Unlock()
-	e.wg.Go(func() { m.watch(e.ctx) })
-	e.wg.Go(func() { m.syncGroups(e.ctx) })
-	e.wg.Go(func() { m.metaSync(e.ctx) })
+	m.spawn(func() { m.watch(m.ctx) })
+	m.spawn(func() { m.syncGroups(m.ctx) })
+	m.spawn(func() { m.metaSync(m.ctx) })
 	return m, nil
 }
 

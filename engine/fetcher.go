@@ -92,15 +92,23 @@ type fetcher struct {
 	src     *cluster
 	opts    wire.Options // security settings and the fetcher's client id
 	maxWait int32
+	limits  fetchLimits
 	wants   chan want
 }
 
-func newFetcher(key fetchKey, src *cluster, opts wire.Options, maxWaitMs int32) *fetcher {
+// fetchLimits are a Fetch request's byte limits (mirror.fetch.min.bytes,
+// mirror.fetch.response.max.bytes); zero fields take Kafka's replica
+// fetcher defaults.
+type fetchLimits struct {
+	minBytes, maxBytes int32
+}
+
+func newFetcher(key fetchKey, src *cluster, opts wire.Options, maxWaitMs int32, limits fetchLimits) *fetcher {
 	// One request buffer for the fetcher's connections: each Fetch lists
 	// every partition it asks for, and kept per connection the buffers
 	// took a hundred bytes per idle partition.
 	opts.Buffers = new(wire.Buffers)
-	return &fetcher{key: key, src: src, opts: opts, maxWait: maxWaitMs, wants: make(chan want, 1024)}
+	return &fetcher{key: key, src: src, opts: opts, maxWait: maxWaitMs, limits: limits, wants: make(chan want, 1024)}
 }
 
 // fetchJob is one Fetch request for a connection to send: the wants it
@@ -108,6 +116,7 @@ func newFetcher(key fetchKey, src *cluster, opts wire.Options, maxWaitMs int32) 
 type fetchJob struct {
 	wants   []want
 	maxWait int32
+	limits  fetchLimits
 }
 
 // run dispatches wants to the fetcher's connections until ctx ends.
@@ -155,13 +164,13 @@ func (f *fetcher) run(ctx context.Context) {
 			}
 			var job fetchJob
 			if behind := q.takeBehind(); len(behind) > 0 {
-				job = fetchJob{wants: behind}
+				job = fetchJob{wants: behind, limits: f.limits}
 			} else if polls < fetchConns-1 {
 				wants := q.takeAll()
 				if len(wants) == 0 {
 					continue // only the wants of runners that have exited
 				}
-				job = fetchJob{wants: wants, maxWait: f.maxWait}
+				job = fetchJob{wants: wants, maxWait: f.maxWait, limits: f.limits}
 				polling[i] = true
 				polls++
 			} else {
@@ -346,8 +355,13 @@ func fetchRequest(job fetchJob) (*kmsg.FetchRequest, *wantIndex) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = job.maxWait
-	req.MinBytes = 1
-	req.MaxBytes = 64 << 20
+	req.MinBytes, req.MaxBytes = 1, 64<<20
+	if job.limits.minBytes > 0 {
+		req.MinBytes = job.limits.minBytes
+	}
+	if job.limits.maxBytes > 0 {
+		req.MaxBytes = job.limits.maxBytes
+	}
 	req.IsolationLevel = 0 // READ_UNCOMMITTED: everything up to the high watermark
 	req.SessionID = 0
 	req.SessionEpoch = -1

@@ -225,3 +225,13 @@ func TestFetchClientIDFormat(t *testing.T) {
 		t.Fatalf("fetchClientID = %q", got)
 	}
 }
+
+func TestFetchRequestLimits(t *testing.T) {
+	if req, _ := fetchRequest(fetchJob{maxWait: 100}); req.MinBytes != 1 || req.MaxBytes != 64<<20 {
+		t.Fatalf("defaults: min %d max %d", req.MinBytes, req.MaxBytes)
+	}
+	req, _ := fetchRequest(fetchJob{maxWait: 100, limits: fetchLimits{minBytes: 1024, maxBytes: 1 << 20}})
+	if req.MinBytes != 1024 || req.MaxBytes != 1<<20 {
+		t.Fatalf("mirror.fetch.min.bytes/response.max.bytes: min %d max %d", req.MinBytes, req.MaxBytes)
+	}
+}

@@ -59,10 +59,11 @@ func (g *groupSync) wants(group string) bool {
 // syncGroups runs until ctx ends, one sync of consumer groups and one of
 // share groups per interval.
 func (m *mirror) syncGroups(ctx context.Context) {
-	if m.cfg.GroupSync.interval <= 0 {
+	if m.settings().groupSync.interval <= 0 {
 		return
 	}
-	t := time.NewTicker(m.cfg.GroupSync.interval)
+	// The interval is read every round: an --alter changes it live.
+	t := time.NewTimer(m.settings().groupSync.interval)
 	defer t.Stop()
 	for {
 		select {
@@ -70,6 +71,7 @@ func (m *mirror) syncGroups(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		t.Reset(max(m.settings().groupSync.interval, time.Millisecond))
 		topics := m.syncedTopics()
 		if err := m.syncGroupsOnce(ctx, topics); err != nil && ctx.Err() == nil {
 			m.e.emit(LevelWarn, m.cfg.Name, "", -1, "group offset sync: "+err.Error())
@@ -99,7 +101,7 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 	for _, g := range listed.Sorted() {
 		// Share groups are listed too; their offsets are not committed
 		// offsets (see syncShareGroupsOnce).
-		if g.GroupType != "share" && g.ProtocolType != "share" && m.cfg.GroupSync.wants(g.Group) {
+		if g.GroupType != "share" && g.ProtocolType != "share" && m.settings().groupSync.wants(g.Group) {
 			groups = append(groups, g.Group)
 		}
 	}

@@ -124,6 +124,7 @@ func (c *coordinator) heartbeatRecord(shards []int32, stopped bool) store.Instan
 		h.Mirrors = append(h.Mirrors, store.InstanceMirror{
 			Name: m.cfg.Name, Topics: len(m.topicList()), Partitions: len(m.runners()),
 			Source: m.srcReach.report(), Destination: dst,
+			ConfigAt: configAt(m.settings().def), ThrottleRate: m.bucket.Rate(),
 		})
 	}
 	slices.SortFunc(h.Mirrors, func(a, b store.InstanceMirror) int { return strings.Compare(a.Name, b.Name) })

@@ -103,7 +103,7 @@ type metaState struct {
 // instance runs no runner for, and forgets it: the coordinator, which owns
 // the partitions' records, starts them.
 func (m *mirror) takeGrown(topic string) bool {
-	st := m.cfg.MetaSync.state
+	st := m.settings().metaSync.state
 	if st == nil {
 		return false
 	}
@@ -127,7 +127,7 @@ func (s *metaState) record(kind *MetaSyncKind, now time.Time, synced, skipped in
 
 // metaStatus returns the mirror's metadata sync status.
 func (m *mirror) metaStatus() MetaSyncStatus {
-	st := m.cfg.MetaSync.state
+	st := m.settings().metaSync.state
 	if st == nil {
 		return MetaSyncStatus{}
 	}
@@ -150,11 +150,11 @@ func (m *mirror) deletedTopics() []string { return m.metaStatus().Deleted }
 
 // metaSync runs the metadata sync every interval until ctx ends.
 func (m *mirror) metaSync(ctx context.Context) {
-	cfg := m.cfg.MetaSync
-	if cfg.interval <= 0 || cfg.state == nil {
+	if cfg := m.settings().metaSync; cfg.interval <= 0 || cfg.state == nil {
 		return
 	}
-	t := time.NewTicker(cfg.interval)
+	// The interval is read every round: an --alter changes it live.
+	t := time.NewTimer(m.settings().metaSync.interval)
 	defer t.Stop()
 	for {
 		select {
@@ -163,13 +163,14 @@ func (m *mirror) metaSync(ctx context.Context) {
 		case <-t.C:
 		}
 		m.metaSyncOnce(ctx)
+		t.Reset(max(m.settings().metaSync.interval, time.Millisecond))
 	}
 }
 
 // metaSyncOnce runs one round: topics first, so configs and ACLs cover the
 // topics discovered in the same round.
 func (m *mirror) metaSyncOnce(ctx context.Context) {
-	st := m.cfg.MetaSync.state
+	st := m.settings().metaSync.state
 	m.refreshGuards(ctx) // needs only the destination: before the source is asked
 	meta, err := m.src.metadata(ctx, nil)
 	if err == nil && meta.clusterID != m.sourceID {
@@ -205,7 +206,7 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 	n, skipped, err := m.syncConfigs(ctx, topics)
 	m.recordKind(ctx, &st.status.Configs, "topic config sync", n, skipped, err)
 
-	if len(m.cfg.MetaSync.acls) > 0 || m.cfg.MetaSync.aclErr != nil {
+	if len(m.settings().metaSync.acls) > 0 || m.settings().metaSync.aclErr != nil {
 		n, skipped, err := m.syncACLs(ctx, topics)
 		m.recordKind(ctx, &st.status.ACLs, "ACL sync", n, skipped, err)
 	}
@@ -245,7 +246,7 @@ func (m *mirror) recordKind(ctx context.Context, kind *MetaSyncKind, what string
 	if err != nil && ctx.Err() != nil {
 		return // shutting down: not a sync failure
 	}
-	m.cfg.MetaSync.state.record(kind, m.e.now(), synced, skipped, err)
+	m.settings().metaSync.state.record(kind, m.e.now(), synced, skipped, err)
 	if err != nil {
 		m.e.emit(LevelWarn, m.cfg.Name, "", -1, fmt.Sprintf("mirror %s %s: %v", m.cfg.Name, what, err))
 	}
@@ -274,7 +275,7 @@ func (m *mirror) adHocSetup(int32) runnerInit {
 // runners for grown partitions and discovered topics. It returns the number
 // of topics started or grown.
 func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) {
-	st := m.cfg.MetaSync.state
+	st := m.settings().metaSync.state
 	var errs []error
 	mirrored := m.topicList()
 	for _, t := range mirrored {
@@ -328,9 +329,9 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 		changed++
 		m.e.emit(LevelInfo, m.cfg.Name, t, -1, fmt.Sprintf("source topic %s grew to %d partitions: mirroring the new ones", t, len(tm.partitions)))
 	}
-	if inc := m.cfg.MetaSync.Include; inc != nil {
+	if inc := m.settings().metaSync.Include; inc != nil {
 		known := slices.Concat(mirrored, m.cfg.Topics, deleted)
-		for _, t := range matchNewTopics(meta, inc, m.cfg.MetaSync.topicsExclude, known) {
+		for _, t := range matchNewTopics(meta, inc, m.settings().metaSync.topicsExclude, known) {
 			if err := m.addTopic(ctx, t, m.adHocSetup, nil, nil); err != nil {
 				errs = append(errs, fmt.Errorf("start discovered topic %s: %w", t, err))
 				continue

@@ -29,7 +29,7 @@ func parseACLRules(rules []string) ([]aclRule, error) {
 	for _, s := range rules {
 		r, err := parseACLRule(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("mirror.acl.include rule %q: %w", s, err))
+			errs = append(errs, fmt.Errorf("acls.include rule %q: %w", s, err))
 			continue
 		}
 		out = append(out, r)
@@ -46,6 +46,10 @@ func parseACLRule(s string) (aclRule, error) {
 		// A bare pattern selects resources by name, as the setting's
 		// older form did.
 		f = []string{"*", f[0], "*", "*", "*"}
+	}
+	if len(f) == 2 {
+		// KIP-1279's TYPE;pattern ("TOPIC;orders-.*").
+		f = []string{f[0], f[1], "*", "*", "*"}
 	}
 	if len(f) != 5 {
 		return aclRule{}, fmt.Errorf("want 5 fields resourceType;resourceName;operation;permissionType;principal, got %d", len(f))
@@ -170,7 +174,7 @@ func (c *cluster) describeACLs(ctx context.Context) ([]aclEntry, error) {
 // to it, the mirror itself). It returns the ACLs created and the source
 // ACLs not selected.
 func (m *mirror) syncACLs(ctx context.Context, mirrored []string) (created, skipped int, err error) {
-	cfg := &m.cfg.MetaSync
+	cfg := m.settings().metaSync
 	src, err := m.src.describeACLs(ctx)
 	if err != nil {
 		return 0, 0, errors.Join(err, cfg.aclErr)

@@ -115,7 +115,7 @@ func (m *mirror) syncConfigs(ctx context.Context, topics []string) (changed, ski
 			errs = append(errs, fmt.Errorf("destination topic %s configs: %w", t, err))
 			continue
 		}
-		ops, n := m.cfg.MetaSync.configOps(topicOverrides(src), topicOverrides(dst))
+		ops, n := m.settings().metaSync.configOps(topicOverrides(src), topicOverrides(dst))
 		skipped += n
 		// A stop may have landed since the round started.
 		if len(ops) == 0 || m.topicStopped(t) {

@@ -40,6 +40,10 @@ func TestMetaSyncACLRules(t *testing.T) {
 		{"*;*;*;*;*", unmirrored, false},
 		{"topic;ord;*;*;*", prefixed, true}, // a prefix ACL is selected by the rule alone
 		{"transactional_id;*;*;*;*", alice, false},
+		{"*", alice, true},             // KIP-1279: every ACL
+		{"TOPIC;ord.*", alice, true},   // KIP-1279: TYPE;pattern
+		{"GROUP;app-.*", alice, false}, // of another type
+		{"GROUP;app-.*", group, true},
 	} {
 		r, err := parseACLRule(tc.rule)
 		if err != nil {
@@ -50,13 +54,13 @@ func TestMetaSyncACLRules(t *testing.T) {
 			t.Errorf("rule %q on %s: %v, want %v", tc.rule, tc.acl, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"topic;*;*;*", "bogus;*;*;*;*", "topic;(;*;*;*", "topic;*;fly;*;*", "topic;*;*;maybe;*"} {
+	for _, bad := range []string{"topic;*;*;*", "topic;*;*", "bogus;*;*;*;*", "bogus;x", "topic;(;*;*;*", "topic;*;fly;*;*", "topic;*;*;maybe;*"} {
 		if _, err := parseACLRule(bad); err == nil {
 			t.Errorf("rule %q accepted", bad)
 		}
 	}
 	var mc MirrorConfig
-	mc.SyncMetadata(1, nil, nil, []string{"topic;*;*;*;*", "topic;*"})
+	mc.SyncMetadata(1, nil, nil, []string{"topic;*;*;*;*", "topic;*;*"})
 	if len(mc.MetaSync.acls) != 1 || mc.MetaSync.aclErr == nil {
 		t.Errorf("rules %v, error %v: want the valid rule kept and the invalid one reported", mc.MetaSync.acls, mc.MetaSync.aclErr)
 	}

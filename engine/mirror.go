@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -28,20 +29,22 @@ type MirrorConfig struct {
 	SourceOpts      []kgo.Opt // security settings for the source
 	Topics          []string  // source topic names to mirror
 
-	NumFetchers         int            // fetchers per source broker (mirror.num.fetchers), default 1
-	FetchMaxWait        time.Duration  // long-poll time of one fetch, default 100ms
-	PartitionFetchBytes int32          // bytes asked per partition per fetch, default 1 MiB
-	RetryInitial        time.Duration  // first retry backoff, default 100ms
-	RetryMax            time.Duration  // backoff cap, default 300s
-	RetryAttempts       int            // retries before a FAILED partition waits for recover, default 20
-	CheckInterval       time.Duration  // destination log-end check and rate period, default 1s
-	CheckpointInterval  time.Duration  // last mirrored offsets written to __mirror_state at most this often (mirror.state.checkpoint.interval.ms), default 5s
-	MaxInFlight         int            // batches in flight per partition (mirror.max.inflight, 1..5), default 5
-	GapFill             bool           // mirror.gap.policy=fill: tombstones stand in for missing source offsets
-	GroupSync           groupSync      // consumer-group offset sync; no interval: off
-	UncleanRecovery     bool           // mirror.unclean.leader.election.enable: rebuild after a source unclean election
-	ThrottleRate        int64          // mirror.replication.throttled.rate: bytes/s appended by the mirror; 0 unthrottled
-	MetaSync            metaSyncConfig // topic discovery, config and ACL sync; no interval: off
+	NumFetchers           int            // fetchers per source broker (mirror.num.fetchers), default 1
+	FetchMaxWait          time.Duration  // long-poll time of one fetch, default 100ms
+	PartitionFetchBytes   int32          // bytes asked per partition per fetch (mirror.fetch.max.bytes), default 1 MiB
+	FetchMinBytes         int32          // bytes a long-polled fetch waits for (mirror.fetch.min.bytes), default 1
+	FetchResponseMaxBytes int32          // bytes of one fetch response (mirror.fetch.response.max.bytes), default 64 MiB
+	RetryInitial          time.Duration  // first retry backoff, default 100ms
+	RetryMax              time.Duration  // backoff cap, default 300s
+	RetryAttempts         int            // retries before a FAILED partition waits for recover, default 20
+	CheckInterval         time.Duration  // destination log-end check and rate period, default 1s
+	CheckpointInterval    time.Duration  // last mirrored offsets written to __mirror_state at most this often (mirror.state.checkpoint.interval.ms), default 5s
+	MaxInFlight           int            // batches in flight per partition (mirror.max.inflight, 1..5), default 5
+	GapFill               bool           // mirror.gap.policy=fill: tombstones stand in for missing source offsets
+	GroupSync             groupSync      // consumer-group offset sync; no interval: off
+	UncleanRecovery       bool           // mirror.unclean.leader.election.enable: rebuild after a source unclean election
+	ThrottleRate          int64          // mirror.replication.throttled.rate: bytes/s appended by the mirror; 0 unthrottled
+	MetaSync              metaSyncConfig // topic discovery, config and ACL sync; no interval: off
 	// WriteGuard (mirror.destination.write.guard=acl): while a topic is
 	// mirrored a DENY WRITE ACL for User:* keeps every other principal
 	// out of it; kmirror's own principal must be a destination super user
@@ -70,7 +73,7 @@ func (c *MirrorConfig) defaults() error {
 	if c.MaxInFlight <= 0 || c.MaxInFlight > 5 {
 		c.MaxInFlight = 5 // the broker deduplicates at most five batches per producer
 	}
-	if c.RetryAttempts <= 0 {
+	if c.RetryAttempts == 0 || c.RetryAttempts < partition.NoRetries {
 		c.RetryAttempts = 20
 	}
 	set(&c.FetchMaxWait, 100*time.Millisecond)
@@ -108,7 +111,9 @@ type mirror struct {
 	srcMeta  *metaCache
 	dstMeta  *metaCache // the engine's destination cache (cluster.leaders), shared by every mirror
 
-	ctx      context.Context
+	ctx      context.Context    // ends with the engine, or when the mirror is reopened (close)
+	cancel   context.CancelFunc // ends ctx
+	bg       sync.WaitGroup     // the mirror's own goroutines: watcher, syncs, fetchers
 	mu       sync.Mutex
 	fetchers map[fetchKey]*fetcher
 	topics   []string        // topics with runners, sorted; guarded by mu
@@ -122,8 +127,9 @@ type mirror struct {
 	// srcTopicIDs are the source topic ids the topics were mirrored
 	// from (recorded in the partition records); guarded by mu.
 	srcTopicIDs map[string][16]byte
-	bucket      *throttle.Bucket // nil: unthrottled
-	guard       writeGuard       // mirror.destination.write.guard=acl
+	bucket      *throttle.Bucket // rate 0: unthrottled; --alter changes it live
+	live        atomic.Pointer[liveSettings]
+	guard       writeGuard // mirror.destination.write.guard=acl
 
 	shareSkip   string // why share groups were not synced, "" if they were; guarded by mu
 	groupRounds int64  // group offset sync rounds run since the mirror started here; guarded by mu
@@ -426,9 +432,9 @@ func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
 	f, ok := m.fetchers[key]
 	if !ok {
 		opts := sourceWireOptions(m.src.cl, fetchClientID(m.e.cfg.Instance, key.index, m.cfg.Name))
-		f = newFetcher(key, m.src, opts, int32(m.cfg.FetchMaxWait/time.Millisecond))
+		f = newFetcher(key, m.src, opts, int32(m.cfg.FetchMaxWait/time.Millisecond), fetchLimits{m.cfg.FetchMinBytes, m.cfg.FetchResponseMaxBytes})
 		m.fetchers[key] = f
-		m.e.wg.Go(func() { f.run(m.ctx) })
+		m.spawn(func() { f.run(m.ctx) })
 	}
 	return f
 }
@@ -477,7 +483,7 @@ func (m *mirror) watch(ctx context.Context) {
 		for _, r := range rs {
 			r.stats.updateRate(dt)
 		}
-		if at := m.e.sinceBase(now); at-ckptAt >= m.cfg.CheckpointInterval {
+		if at := m.e.sinceBase(now); at-ckptAt >= m.settings().checkpoint {
 			ckptAt = at
 			m.requestCheckpoints(rs)
 		}
@@ -615,4 +621,21 @@ func fetcherIndex(topic string, p int32, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(topic))
 	return int((h.Sum32() + uint32(p)) % uint32(n))
+}
+
+// spawn runs one of the mirror's own goroutines: close waits for them.
+func (m *mirror) spawn(f func()) {
+	m.bg.Add(1)
+	m.e.wg.Go(func() {
+		defer m.bg.Done()
+		f()
+	})
+}
+
+// close ends a mirror whose runners were removed: its goroutines stop
+// before its source client closes under them.
+func (m *mirror) close() {
+	m.cancel()
+	m.bg.Wait()
+	m.src.close()
 }

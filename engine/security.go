@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -53,6 +54,13 @@ func SecurityParts(cfg map[string]string) (*tls.Config, sasl.Mechanism, error) {
 	if !strings.HasPrefix(proto, "SASL") {
 		return tc, nil, nil
 	}
+	switch strings.ToUpper(cfg["sasl.mechanism"]) {
+	case "OAUTHBEARER":
+		mech, err := oauthMechanism(cfg)
+		return tc, mech, err
+	case "AWS_MSK_IAM":
+		return tc, awsMechanism(os.LookupEnv), nil
+	}
 	user, pass, err := saslCredentials(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -65,7 +73,7 @@ func SecurityParts(cfg map[string]string) (*tls.Config, sasl.Mechanism, error) {
 	case "SCRAM-SHA-512":
 		return tc, scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
 	default:
-		return nil, nil, fmt.Errorf("sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+		return nil, nil, fmt.Errorf("sasl.mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", mech)
 	}
 }
 
@@ -82,17 +90,19 @@ func saslCredentials(cfg map[string]string) (string, string, error) {
 	return user, pass, nil
 }
 
-// jaasField extracts name="value" from a JAAS configuration line.
+// jaasField extracts name="value" (or an unquoted value) from a JAAS
+// configuration line. Kafka's parser allows spaces around "=" and needs the
+// option to be a whole word: "xusername=" is not "username=".
 func jaasField(jaas, name string) string {
-	i := strings.Index(jaas, name+"=")
-	if i < 0 {
+	re := regexp.MustCompile(`(?:^|[\s;])` + regexp.QuoteMeta(name) + `\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))`)
+	m := re.FindStringSubmatch(jaas)
+	if m == nil {
 		return ""
 	}
-	rest := strings.TrimPrefix(jaas[i+len(name)+1:], `"`)
-	if j := strings.IndexAny(rest, "\";"); j >= 0 {
-		return rest[:j]
+	if m[1] != "" {
+		return strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[1])
 	}
-	return strings.TrimSpace(rest)
+	return m[2]
 }
 
 func tlsConfig(cfg map[string]string) (*tls.Config, error) {
@@ -109,7 +119,7 @@ func tlsConfig(cfg map[string]string) (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if path := cfg["ssl.keystore.location"]; path != "" {
-		cert, err := tls.LoadX509KeyPair(path, path)
+		cert, err := loadKeystore(path, cfg["ssl.key.password"])
 		if err != nil {
 			return nil, fmt.Errorf("ssl.keystore.location %s: want a PEM file with certificate and key: %w", path, err)
 		}

@@ -119,7 +119,7 @@ func (m *mirror) shareGroups(ctx context.Context, topics []string) ([]GroupSnaps
 	}
 	var groups []string
 	for _, g := range listed.Sorted() {
-		if g.GroupType == "share" && m.cfg.GroupSync.wants(g.Group) {
+		if g.GroupType == "share" && m.settings().groupSync.wants(g.Group) {
 			groups = append(groups, g.Group)
 		}
 	}

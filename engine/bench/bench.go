@@ -112,9 +112,17 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000; 1000 with --quick)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usageText)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			fmt.Fprint(stdout, usageText+"\nFlags:\n")
+			fs.VisitAll(func(f *flag.Flag) { // --flag style, as every kmirror help
+				name, usage := flag.UnquoteUsage(f)
+				if name != "" {
+					name = " " + name
+				}
+				if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+					usage += " (default " + f.DefValue + ")"
+				}
+				fmt.Fprintf(stdout, "  --%s%s\n        %s\n", f.Name, name, usage)
+			})
 		}
 		return o, err
 	}

@@ -573,7 +573,7 @@ func (t *realTarget) failback(ctx context.Context, r *stepRun) error {
 	}
 	r.line("to fail back (this writes to A): with bootstrap.servers=%s in F,", strings.Join(t.cfg.Bootstrap, ","))
 	r.line("kmirror --bootstrap-server %s --create --mirror %s --mirror-config F", src, d.cfg.Reverse)
-	r.line("kmirror --bootstrap-server %s --start --mirror %s --topics '%s'", src, d.cfg.Reverse, strings.Join(d.m.topics, "|"))
+	r.line("kmirror --bootstrap-server %s --start --mirror %s --topics '%s'", src, d.cfg.Reverse, strings.Join(d.m.topics, ","))
 	return nil
 }
 

@@ -191,7 +191,12 @@ const (
 	DefaultMaxAttempts    = 20
 )
 
-// WithDefaults returns c with zero or negative fields set to the defaults.
+// NoRetries as MaxAttempts fails a partition for good on its first error
+// (mirror.failed.retry.max.attempts=0); zero means the default.
+const NoRetries = -1
+
+// WithDefaults returns c with zero or negative fields set to the defaults,
+// MaxAttempts NoRetries excepted.
 func (c Config) WithDefaults() Config {
 	if c.InitialBackoff <= 0 {
 		c.InitialBackoff = DefaultInitialBackoff
@@ -199,7 +204,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = DefaultMaxBackoff
 	}
-	if c.MaxAttempts <= 0 {
+	if c.MaxAttempts == 0 || c.MaxAttempts < NoRetries {
 		c.MaxAttempts = DefaultMaxAttempts
 	}
 	return c

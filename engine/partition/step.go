@@ -348,6 +348,11 @@ func fail(s Status, msg string, cause Cause, retryable bool, now time.Time, jitt
 	// A source outage is retried for as long as it lasts (at the capped
 	// backoff): giving up would leave the partition for an operator to
 	// recover after the source is back, where KIP-1279 resumes by itself.
+	if cfg.MaxAttempts == NoRetries && cause != CauseSourceUnreachable {
+		n.Retryable = false
+		n.Error = "retries disabled (mirror.failed.retry.max.attempts=0): " + msg
+		return moved(from, n, SeverityError, n.Error+" (waits for recover)", Halt{})
+	}
 	if n.Attempt >= cfg.MaxAttempts && cause != CauseSourceUnreachable {
 		n.Retryable = false
 		n.Error = fmt.Sprintf("retries exhausted after %d attempts: %s", n.Attempt, msg)

@@ -583,3 +583,24 @@ func hasAction[A Action](acts []Action) bool {
 	}
 	return false
 }
+
+func TestNoRetriesFailsForGood(t *testing.T) {
+	s, _ := mustStep(t, Status{Config: Config{MaxAttempts: NoRetries}}, Start{})
+	s = toMirroring(t, s)
+	s, acts := mustStep(t, s, Error{Epoch: s.StateEpoch, Err: "timeout", Retryable: true, Cause: CauseTransient, Now: t0, Jitter: 0.5})
+	if s.State != Failed || s.Retryable || s.Attempt != 0 || !strings.Contains(s.Error, "retries disabled") {
+		t.Fatalf("first error with no retries: %+v", s)
+	}
+	for _, a := range acts {
+		if _, ok := a.(ScheduleRetry); ok {
+			t.Fatalf("scheduled a retry: %v", acts)
+		}
+	}
+	// An outage of the source is still waited out, as KIP-1279 resumes by itself.
+	s, _ = mustStep(t, Status{Config: Config{MaxAttempts: NoRetries}}, Start{})
+	s = toMirroring(t, s)
+	s, _ = mustStep(t, s, Error{Epoch: s.StateEpoch, Err: "down", Retryable: true, Cause: CauseSourceUnreachable, Now: t0, Jitter: 0.5})
+	if !s.Retryable {
+		t.Fatalf("source outage with no retries: %+v", s)
+	}
+}

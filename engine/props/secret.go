@@ -104,6 +104,10 @@ func Redact(key, v string) string {
 // taken. References to other providers are left as they are, as Kafka does.
 // Errors name the reference, never a secret value.
 func Resolve(v string, env func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
+	return resolve(v, env, readFile, nil)
+}
+
+func resolve(v string, env func(string) (string, bool), readFile func(string) ([]byte, error), policy *Policy) (string, error) {
 	files := map[string]Properties{}
 	var firstErr error
 	out := refPattern.ReplaceAllStringFunc(v, func(match string) string {
@@ -118,6 +122,10 @@ func Resolve(v string, env func(string) (string, bool), readFile func(string) ([
 		ref, ok := parseRef(provider, sub[2])
 		if !ok {
 			firstErr = fmt.Errorf("malformed reference %s (want ${env:NAME} or ${file:/path:key})", match)
+			return match
+		}
+		if err := policy.allow(ref); err != nil {
+			firstErr = fmt.Errorf("resolve %s: %w", match, err)
 			return match
 		}
 		val, err := resolveRef(ref, env, readFile, files)

@@ -19,6 +19,7 @@ const (
 	KeySASLJAASConfig         = "sasl.jaas.config"
 	KeySASLUsername           = "sasl.username"
 	KeySASLPassword           = "sasl.password"
+	KeyOAuthTokenEndpoint     = "sasl.oauthbearer.token.endpoint.url"
 	KeyNumFetchers            = "mirror.num.fetchers"
 	KeyGapPolicy              = "mirror.gap.policy"
 	KeyMetadataRefresh        = "mirror.metadata.refresh.interval.ms"
@@ -35,6 +36,11 @@ const (
 	KeyMaxInflight            = "mirror.max.inflight"
 	KeyCheckpointInterval     = "mirror.state.checkpoint.interval.ms"
 	KeyWriteGuard             = "mirror.destination.write.guard"
+	KeyTopicsInclude          = "mirror.topics.include"
+	KeyFetchMaxBytes          = "mirror.fetch.max.bytes"
+	KeyFetchWaitMax           = "mirror.fetch.wait.max.ms"
+	KeyFetchMinBytes          = "mirror.fetch.min.bytes"
+	KeyFetchResponseMaxBytes  = "mirror.fetch.response.max.bytes"
 )
 
 // Values of mirror.destination.write.guard.
@@ -66,44 +72,50 @@ func (e *SettingError) Is(target error) bool { return target == ErrInvalid }
 
 type check func(v string) error
 
-// known maps every setting kmirror reads to its check (nil: free text).
-var known = map[string]check{
-	KeyBootstrapServers:                     hostPorts,
-	KeySecurityProtocol:                     oneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-	KeySASLMechanism:                        oneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
-	KeySASLJAASConfig:                       nil,
-	KeySASLUsername:                         nil,
-	KeySASLPassword:                         nil,
-	"ssl.truststore.location":               nil,
-	"ssl.truststore.password":               nil,
-	"ssl.keystore.location":                 nil,
-	"ssl.keystore.password":                 nil,
-	"ssl.key.password":                      nil,
-	"ssl.endpoint.identification.algorithm": oneOf("https", ""),
-	"client.id":                             nil,
-	KeyNumFetchers:                          intIn(1, 1<<31-1),
-	KeyGapPolicy:                            oneOf("fail", "fill"),
-	KeyMetadataRefresh:                      intIn(1, 1<<63-1),
-	KeyCheckpointInterval:                   intIn(1, 1<<63-1),
-	KeyRetryInitialBackoff:                  intIn(1, 1<<63-1),
-	KeyRetryMaxBackoff:                      intIn(1, 1<<63-1),
-	KeyRetryMaxAttempts:                     intIn(1, 1<<31-1),
-	KeyTopicsExclude:                        patterns,
-	KeyTopicPropertiesExclude:               nil,
-	KeyACLInclude:                           patterns,
-	KeyGroupsInclude:                        patterns,
-	KeyGroupsExclude:                        patterns,
-	KeyThrottledRate:                        intIn(1, 1<<63-1),
-	KeyUncleanLeaderElection:                oneOf("true", "false"),
-	KeyMaxInflight:                          intIn(1, 5),
-	KeyWriteGuard:                           oneOf(WriteGuardNone, WriteGuardACL),
+// mirrorKeys are the mirror's own settings, under their stored spelling
+// (see kipNames), each with its check (nil: free text).
+var mirrorKeys = map[string]check{
+	KeyNumFetchers:            intIn(1, 1<<31-1),
+	KeyGapPolicy:              oneOf("fail", "fill"),
+	KeyMetadataRefresh:        intIn(1, 1<<63-1),
+	KeyCheckpointInterval:     intIn(1, 1<<63-1),
+	KeyRetryInitialBackoff:    intIn(1, 1<<63-1),
+	KeyRetryMaxBackoff:        intIn(1, 1<<63-1),
+	KeyRetryMaxAttempts:       intIn(0, 1<<31-1), // 0: KIP-1279's "no retries"
+	KeyTopicsInclude:          patterns,
+	KeyTopicsExclude:          patterns,
+	KeyTopicPropertiesExclude: nil,
+	KeyACLInclude:             aclRules,
+	KeyGroupsInclude:          patterns,
+	KeyGroupsExclude:          patterns,
+	KeyThrottledRate:          intIn(1, 1<<63-1),
+	KeyUncleanLeaderElection:  oneOf("true", "false"),
+	KeyMaxInflight:            intIn(1, 5),
+	KeyWriteGuard:             oneOf(WriteGuardNone, WriteGuardACL),
+	KeyFetchMaxBytes:          intIn(1, 1<<31-1),
+	KeyFetchWaitMax:           intIn(1, 1<<31-1),
+	KeyFetchMinBytes:          intIn(1, 1<<31-1),
+	KeyFetchResponseMaxBytes:  intIn(1, 1<<31-1),
 }
 
-// KnownKeys returns every setting kmirror reads, sorted.
+// known maps every setting of a mirror configuration to its check.
+var known = func() map[string]check {
+	m := make(map[string]check, len(clientKeys)+len(mirrorKeys))
+	for k, c := range clientKeys {
+		m[k] = c
+	}
+	for k, c := range mirrorKeys {
+		m[k] = c
+	}
+	return m
+}()
+
+// KnownKeys returns every setting kmirror reads under its primary name,
+// sorted.
 func KnownKeys() []string {
 	keys := make([]string, 0, len(known))
 	for k := range known {
-		keys = append(keys, k)
+		keys = append(keys, PrimaryName(k))
 	}
 	slices.Sort(keys)
 	return keys
@@ -116,29 +128,17 @@ func KnownKeys() []string {
 // within three edits: a typo must not be silently ignored, but a Kafka client
 // setting kmirror does not use must not stop a mirror either.
 func ValidateMirrorConfig(p Properties) (warnings []string, err error) {
-	var errs []error
-	bad := func(e Entry, format string, args ...any) {
-		errs = append(errs, &SettingError{Line: e.Line, Key: e.Key, Msg: fmt.Sprintf(format, args...)})
-	}
-	for _, e := range p.Entries {
-		c, ok := known[e.Key]
-		if !ok {
-			warnings = append(warnings, at(e.Line)+unknownSetting(e.Key))
-			continue
-		}
-		if c != nil {
-			if err := c(strings.TrimSpace(e.Value)); err != nil {
-				bad(e, "%v", err)
-			}
-		}
-	}
+	warnings, errs := checkEntries(p, known)
 	entry := func(k string) (Entry, bool) {
 		for _, e := range p.Entries {
-			if e.Key == k {
+			if Canonical(e.Key) == k {
 				return e, true
 			}
 		}
 		return Entry{Key: k}, false
+	}
+	bad := func(e Entry, format string, args ...any) {
+		errs = append(errs, &SettingError{Line: e.Line, Key: e.Key, Msg: fmt.Sprintf(format, args...)})
 	}
 	if e, ok := entry(KeyBootstrapServers); !ok {
 		bad(e, "required: the source cluster's brokers as host:port[,host:port...]")
@@ -152,20 +152,84 @@ func ValidateMirrorConfig(p Properties) (warnings []string, err error) {
 			bad(initial, "%d is above %s (%d)", i, KeyRetryMaxBackoff, m)
 		}
 	}
+	warnings = append(warnings, checkSASL(p, entry, bad)...)
+	return warnings, errors.Join(errs...)
+}
+
+// ValidateClientConfig checks a client's own settings (--command-config):
+// the same checks, unknown-key warnings and suggestions as a mirror
+// configuration's client settings, bootstrap.servers not required.
+func ValidateClientConfig(p Properties) (warnings []string, err error) {
+	warnings, errs := checkEntries(p, clientKeys)
+	entry := func(k string) (Entry, bool) {
+		for _, e := range p.Entries {
+			if e.Key == k {
+				return e, true
+			}
+		}
+		return Entry{Key: k}, false
+	}
+	bad := func(e Entry, format string, args ...any) {
+		errs = append(errs, &SettingError{Line: e.Line, Key: e.Key, Msg: fmt.Sprintf(format, args...)})
+	}
+	warnings = append(warnings, checkSASL(p, entry, bad)...)
+	return warnings, errors.Join(errs...)
+}
+
+// checkEntries checks each entry against keys: invalid values are errors,
+// unknown keys and old spellings warnings, one setting given under both of
+// its spellings an error.
+func checkEntries(p Properties, keys map[string]check) (warnings []string, errs []error) {
+	first := map[string]Entry{}
+	for _, e := range p.Entries {
+		key := Canonical(e.Key)
+		c, ok := keys[key]
+		if !ok {
+			warnings = append(warnings, at(e.Line)+suggest(e.Key, keys))
+			continue
+		}
+		if f, dup := first[key]; dup {
+			errs = append(errs, &SettingError{Line: e.Line, Key: e.Key, Msg: fmt.Sprintf("set twice: also %s on line %d", f.Key, f.Line)})
+			continue
+		}
+		first[key] = e
+		if kip, old := kipNames[e.Key]; old {
+			warnings = append(warnings, at(e.Line)+fmt.Sprintf("%s is the old name of %s (KIP-1279): it still works", e.Key, kip))
+		}
+		if c != nil {
+			if err := c(strings.TrimSpace(e.Value)); err != nil {
+				errs = append(errs, &SettingError{Line: e.Line, Key: e.Key, Msg: err.Error()})
+			}
+		}
+	}
+	return warnings, errs
+}
+
+// checkSASL checks that a SASL protocol has credentials and warns about a
+// mechanism without SASL.
+func checkSASL(p Properties, entry func(string) (Entry, bool), bad func(Entry, string, ...any)) (warnings []string) {
 	proto, _ := entry(KeySecurityProtocol)
-	sasl := strings.HasPrefix(strings.TrimSpace(proto.Value), "SASL_")
+	sasl := strings.HasPrefix(strings.ToUpper(strings.TrimSpace(proto.Value)), "SASL_")
 	if mech, ok := entry(KeySASLMechanism); ok && !sasl {
 		warnings = append(warnings, at(mech.Line)+fmt.Sprintf("%s is ignored unless %s is SASL_PLAINTEXT or SASL_SSL", KeySASLMechanism, KeySecurityProtocol))
 	}
-	if sasl {
-		_, jaas := entry(KeySASLJAASConfig)
+	mech, _ := entry(KeySASLMechanism)
+	_, jaas := entry(KeySASLJAASConfig)
+	switch m := strings.ToUpper(strings.TrimSpace(mech.Value)); {
+	case !sasl:
+	case m == "AWS_MSK_IAM": // credentials from the environment
+	case m == "OAUTHBEARER":
+		if _, ok := entry(KeyOAuthTokenEndpoint); !ok || !jaas {
+			bad(mech, "OAUTHBEARER needs %s and %s with clientId and clientSecret", KeyOAuthTokenEndpoint, KeySASLJAASConfig)
+		}
+	default:
 		_, user := entry(KeySASLUsername)
 		_, pass := entry(KeySASLPassword)
 		if !jaas && (!user || !pass) {
 			bad(proto, "%s needs %s, or %s and %s", proto.Value, KeySASLJAASConfig, KeySASLUsername, KeySASLPassword)
 		}
 	}
-	return warnings, errors.Join(errs...)
+	return warnings
 }
 
 func at(line int) string {
@@ -173,19 +237,6 @@ func at(line int) string {
 		return fmt.Sprintf("line %d: ", line)
 	}
 	return ""
-}
-
-func unknownSetting(key string) string {
-	best, dist := "", 4
-	for _, k := range KnownKeys() {
-		if d := levenshtein(key, k); d < dist {
-			best, dist = k, d
-		}
-	}
-	if best != "" {
-		return fmt.Sprintf("unknown setting %q (did you mean %q?)", key, best)
-	}
-	return fmt.Sprintf("unknown setting %q (ignored)", key)
 }
 
 // levenshtein is the edit distance between a and b, by bytes (keys are ASCII).
@@ -211,7 +262,8 @@ func levenshtein(a, b string) int {
 
 func oneOf(allowed ...string) check {
 	return func(v string) error {
-		if slices.Contains(allowed, v) {
+		// Kafka reads enum values in any case (sasl_ssl is SASL_SSL).
+		if slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, v) }) {
 			return nil
 		}
 		shown := make([]string, len(allowed))
@@ -229,6 +281,9 @@ func intIn(lo, hi int64) check {
 	return func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < lo || n > hi {
+			if lo == 0 && (hi == 1<<63-1 || hi == 1<<31-1) {
+				return fmt.Errorf("%q is not a non-negative integer", v)
+			}
 			if hi == 1<<63-1 || hi == 1<<31-1 {
 				return fmt.Errorf("%q is not a positive integer", v)
 			}
@@ -314,6 +369,11 @@ type MirrorSettings struct {
 	MaxInflight            int           // appends in flight per partition; 1 disables pipelining
 	CheckpointInterval     time.Duration // how often a MIRRORING partition's last mirrored offset is written to __mirror_state
 	WriteGuard             string        // WriteGuardNone or WriteGuardACL
+	TopicsInclude          []string      // names or RE2 patterns of source topics started when they appear
+	FetchMaxBytes          int32         // bytes asked per partition per fetch; 0: the engine's default
+	FetchWaitMax           time.Duration // long-poll time of one fetch; 0: the engine's default
+	FetchMinBytes          int32         // bytes a long-polled fetch waits for; 0: 1
+	FetchResponseMaxBytes  int32         // bytes of one fetch response; 0: 64 MiB
 }
 
 // DefaultMirrorSettings returns the settings of a mirror that sets nothing.
@@ -351,11 +411,11 @@ func ParseMirrorSettings(p Properties) (MirrorSettings, error) {
 	for _, e := range p.Entries {
 		v := strings.TrimSpace(e.Value)
 		n, _ := strconv.ParseInt(v, 10, 64) // validated above for numeric keys
-		switch e.Key {
+		switch Canonical(e.Key) {
 		case KeyNumFetchers:
 			s.NumFetchers = int(n)
 		case KeyGapPolicy:
-			s.GapPolicy = v
+			s.GapPolicy = strings.ToLower(v)
 		case KeyMetadataRefresh:
 			s.MetadataRefresh = millis(n)
 		case KeyCheckpointInterval:
@@ -379,11 +439,21 @@ func ParseMirrorSettings(p Properties) (MirrorSettings, error) {
 		case KeyThrottledRate:
 			s.ThrottledRate = n
 		case KeyUncleanLeaderElection:
-			s.UncleanLeaderElection = v == "true"
+			s.UncleanLeaderElection = strings.EqualFold(v, "true")
 		case KeyMaxInflight:
 			s.MaxInflight = int(n)
 		case KeyWriteGuard:
-			s.WriteGuard = v
+			s.WriteGuard = strings.ToLower(v)
+		case KeyTopicsInclude:
+			s.TopicsInclude = SplitList(v)
+		case KeyFetchMaxBytes:
+			s.FetchMaxBytes = int32(n)
+		case KeyFetchWaitMax:
+			s.FetchWaitMax = millis(n)
+		case KeyFetchMinBytes:
+			s.FetchMinBytes = int32(n)
+		case KeyFetchResponseMaxBytes:
+			s.FetchResponseMaxBytes = int32(n)
 		}
 	}
 	return s, nil

@@ -32,6 +32,12 @@ type InstanceMirror struct {
 	Partitions  int    `json:"partitions"` // partitions it runs
 	Source      Reach  `json:"source"`
 	Destination Reach  `json:"destination"`
+	// ConfigAt identifies the definition the instance runs (its
+	// updatedAt, or createdAt when never altered): --describe-config
+	// tells from it whether an --alter is applied. ThrottleRate is the
+	// bytes/s limit in effect, 0 unthrottled.
+	ConfigAt     time.Time `json:"configAt,omitzero"`
+	ThrottleRate int64     `json:"throttleRate,omitempty"`
 }
 
 // InstanceHeartbeat is the value of instance/<id>: an instance tells every
@@ -103,6 +109,7 @@ func DecodeInstance(b []byte) (InstanceHeartbeat, error) {
 	h.Shards, h.Mirrors = nilIfEmpty(h.Shards), nilIfEmpty(h.Mirrors)
 	for i := range h.Mirrors {
 		m := &h.Mirrors[i]
+		m.ConfigAt = m.ConfigAt.UTC()
 		for _, r := range []*Reach{&m.Source, &m.Destination} {
 			if r.State == "" {
 				r.State = ReachUnknown
@@ -138,8 +145,11 @@ func (h InstanceHeartbeat) validate() error {
 		if i > 0 && m.Name <= h.Mirrors[i-1].Name {
 			return fmt.Errorf("mirrors not sorted and unique at %q", m.Name)
 		}
-		if m.Topics < 0 || m.Partitions < 0 {
+		if m.Topics < 0 || m.Partitions < 0 || m.ThrottleRate < 0 {
 			return fmt.Errorf("mirror %s: negative count", m.Name)
+		}
+		if err := validTime("configAt", m.ConfigAt); err != nil {
+			return err
 		}
 		for _, r := range []Reach{m.Source, m.Destination} {
 			switch r.State {

@@ -46,6 +46,19 @@ type MirrorDef struct {
 	SourceConfig map[string]string `json:"sourceConfig,omitempty"`
 	Config       map[string]string `json:"config,omitempty"` // mirror.* settings
 	CreatedAt    time.Time         `json:"createdAt,omitzero"`
+	// UpdatedAt is the last --alter; running instances reconfigure the
+	// mirror when the definition they run differs from the recorded one.
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	// Patterns are --start patterns that matched no source topic yet:
+	// discovery starts the topics they match once they appear (a pattern
+	// that matched at --start lives on in its topics' records instead).
+	Patterns []StartPattern `json:"patterns,omitempty"`
+}
+
+// StartPattern is one recorded --start: the --topics and --exclude values.
+type StartPattern struct {
+	Topics  string `json:"topics"`
+	Exclude string `json:"exclude,omitempty"`
 }
 
 // TopicDesired is the value of topic/<mirror>/<topic>: what the operator
@@ -178,7 +191,8 @@ func DecodeMirror(b []byte) (MirrorDef, error) {
 	d := env.MirrorDef
 	d.SourceBootstrap = nilIfEmpty(d.SourceBootstrap)
 	d.SourceConfig, d.Config = nilIfEmptyMap(d.SourceConfig), nilIfEmptyMap(d.Config)
-	d.CreatedAt = d.CreatedAt.UTC()
+	d.CreatedAt, d.UpdatedAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC()
+	d.Patterns = nilIfEmpty(d.Patterns)
 	if err := d.validate(); err != nil {
 		return MirrorDef{}, fmt.Errorf("%w: mirror: %w", ErrMalformed, err)
 	}
@@ -188,6 +202,9 @@ func DecodeMirror(b []byte) (MirrorDef, error) {
 func (d MirrorDef) validate() error {
 	if err := ValidateName(d.Name); err != nil {
 		return fmt.Errorf("name: %w", err)
+	}
+	if err := validTime("updatedAt", d.UpdatedAt); err != nil {
+		return err
 	}
 	return validTime("createdAt", d.CreatedAt)
 }

@@ -31,6 +31,9 @@ func New(rate int64, now func() time.Time) *Bucket {
 func (b *Bucket) Reserve(n int) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.rate <= 0 {
+		return 0 // unthrottled
+	}
 	now := b.now()
 	if dt := now.Sub(b.last).Seconds(); dt > 0 {
 		b.tokens = min(b.rate, b.tokens+dt*b.rate)
@@ -41,4 +44,24 @@ func (b *Bucket) Reserve(n int) time.Duration {
 		return 0
 	}
 	return time.Duration(-b.tokens / b.rate * float64(time.Second))
+}
+
+// SetRate changes the rate, 0 unthrottled, without a restart: a debt
+// already reserved is paid at the new rate, and an unthrottled bucket
+// starts full.
+func (b *Bucket) SetRate(rate int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rate <= 0 {
+		b.tokens, b.last = float64(rate), b.now()
+	}
+	b.rate = float64(rate)
+	b.tokens = min(b.tokens, b.rate)
+}
+
+// Rate is the rate in effect, bytes per second; 0 unthrottled.
+func (b *Bucket) Rate() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return int64(b.rate)
 }

@@ -35,3 +35,26 @@ func TestBucketPacesBytesPerWindow(t *testing.T) {
 		t.Fatalf("burst capped at the rate: wait %s, want 100ms", d)
 	}
 }
+
+func TestSetRateLive(t *testing.T) {
+	clock := time.Unix(0, 0)
+	b := New(0, func() time.Time { return clock })
+	if d := b.Reserve(1 << 30); d != 0 || b.Rate() != 0 {
+		t.Fatalf("unthrottled: wait %s rate %d", d, b.Rate())
+	}
+	b.SetRate(1000)
+	if d := b.Reserve(1000); d != 0 {
+		t.Fatalf("newly throttled bucket not full: wait %s", d)
+	}
+	if d := b.Reserve(500); d != 500*time.Millisecond {
+		t.Fatalf("at 1000 B/s: wait %s", d)
+	}
+	b.SetRate(2000) // the debt of 500 bytes is paid at the new rate
+	if d := b.Reserve(0); d != 250*time.Millisecond {
+		t.Fatalf("at 2000 B/s: wait %s", d)
+	}
+	b.SetRate(0)
+	if d := b.Reserve(1 << 20); d != 0 || b.Rate() != 0 {
+		t.Fatalf("unthrottled again: wait %s", d)
+	}
+}
