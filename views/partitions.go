@@ -311,19 +311,12 @@ func (v *Partitions) Update(msg tea.Msg) tea.Cmd {
 }
 
 func (v *Partitions) key(k tea.KeyPressMsg) tea.Cmd {
-	switch a := v.km.Match(k, keymap.ScopePartitions); a {
-	case keymap.Up:
-		v.moveTo(v.cursor - 1)
-	case keymap.Down:
-		v.moveTo(v.cursor + 1)
-	case keymap.PageUp:
-		v.moveTo(v.cursor - max(v.visibleRows()-1, 1))
-	case keymap.PageDown:
-		v.moveTo(v.cursor + max(v.visibleRows()-1, 1))
-	case keymap.Top:
-		v.moveTo(0)
-	case keymap.Bottom:
-		v.moveTo(len(v.rows) - 1)
+	a := v.km.Match(k, keymap.ScopePartitions)
+	if i, ok := listMove(a, v.cursor, v.visibleRows(), len(v.rows)); ok {
+		v.moveTo(i)
+		return nil
+	}
+	switch a {
 	case keymap.Mark:
 		v.toggleMark()
 	case keymap.Filter:
