@@ -134,6 +134,9 @@ type mirror struct {
 	shareSkip   string // why share groups were not synced, "" if they were; guarded by mu
 	groupRounds int64  // group offset sync rounds run since the mirror started here; guarded by mu
 
+	groupLast          time.Time   // end of the last group offset sync round without error; guarded by mu
+	failures, realigns causeCounts // partitions gone FAILED, and realignments, by cause
+
 	// topicCtx holds the runners of each topic, with the context that
 	// ends them (removeTopic). One context per topic rather than per
 	// runner: a context costs a few hundred bytes, and thousands of idle

@@ -1,0 +1,74 @@
+package logging
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Kgo returns a franz-go client logger writing to l at the matching level
+// (franz-go's debug, info, warn and error are slog's), with franz-go's
+// "err" key renamed to Error. franz-go asks Level before it builds a line,
+// so a quiet logger costs the client nothing.
+func Kgo(l *slog.Logger) kgo.Logger {
+	lv, ok := enabled(l)
+	level := kgo.LogLevelNone
+	if ok {
+		level = map[slog.Level]kgo.LogLevel{slog.LevelDebug: kgo.LogLevelDebug, slog.LevelInfo: kgo.LogLevelInfo,
+			slog.LevelWarn: kgo.LogLevelWarn, slog.LevelError: kgo.LogLevelError}[lv]
+	}
+	return kgoLogger{l: l, level: level}
+}
+
+type kgoLogger struct {
+	l     *slog.Logger
+	level kgo.LogLevel
+}
+
+func (k kgoLogger) Level() kgo.LogLevel { return k.level }
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lv := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		lv = slog.LevelError
+	case kgo.LogLevelWarn:
+		lv = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		lv = slog.LevelInfo
+	case kgo.LogLevelDebug, kgo.LogLevelNone:
+	}
+	if !k.l.Enabled(context.Background(), lv) {
+		return
+	}
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		if keyvals[i] == "err" {
+			keyvals[i] = Error
+		}
+	}
+	k.l.Log(context.Background(), lv, msg, keyvals...)
+}
+
+// Kfake returns a kfake cluster logger writing to l at the matching level.
+func Kfake(l *slog.Logger) kfake.Logger { return kfakeLogger{l} }
+
+type kfakeLogger struct{ l *slog.Logger }
+
+func (k kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
+	lv := slog.LevelDebug
+	switch level {
+	case kfake.LogLevelError:
+		lv = slog.LevelError
+	case kfake.LogLevelWarn:
+		lv = slog.LevelWarn
+	case kfake.LogLevelInfo:
+		lv = slog.LevelInfo
+	case kfake.LogLevelDebug, kfake.LogLevelNone:
+	}
+	if k.l.Enabled(context.Background(), lv) { // kfake formats nothing before asking
+		k.l.Log(context.Background(), lv, fmt.Sprintf(format, args...))
+	}
+}
