@@ -65,10 +65,10 @@ func TestMetricsFromSnapshot(t *testing.T) {
 					SourceHWM: -1, DestLogEnd: -1, LastOffset: -1},
 				{Topic: "orders", Partition: 2, Owner: "i2", State: partition.Mirroring, Lag: 7},
 			},
-			Groups: []engine.GroupSnapshot{{Group: "billing", LastSync: synced}, {Group: "busy", SkipReason: "active on the destination"}},
+			Groups: []engine.GroupSnapshot{{Group: "billing", LastSync: synced}, {Group: "busy", SkipReason: "active on the destination", Skip: engine.SkipActive}},
 		}},
 	}
-	srv := httptest.NewServer(metrics.Handler(func() engine.Snapshot { return snap }))
+	srv := httptest.NewServer(metrics.Handler(func() engine.Snapshot { return snap }, metrics.Config{}))
 	defer srv.Close()
 	body := scrape(t, srv.URL)
 
@@ -92,7 +92,8 @@ func TestMetricsFromSnapshot(t *testing.T) {
 		{"kmirror_partition_last_mirrored_offset", p0, "57"},
 		{"kmirror_group_sync_last_timestamp_seconds", `group="billing",mirror="a-to-b"`, "1.7e+09"},
 		{"kmirror_group_sync_last_timestamp_seconds", `group="busy",mirror="a-to-b"`, "0"},
-		{"kmirror_group_sync_skipped", `group="busy",mirror="a-to-b"`, "1"},
+		{"kmirror_group_sync_skipped", `group="busy",mirror="a-to-b",reason="active_on_destination"`, "1"},
+		{"kmirror_group_sync_skipped", `group="billing",mirror="a-to-b",reason="none"`, "0"},
 		{"kmirror_mirror_info", `destination_cluster_id="dst-id",kmirror_instance="i1",mirror="a-to-b",source_cluster_id="src-id"`, "1"},
 	} {
 		got, ok := series(body, tt.name, tt.labels)
@@ -132,7 +133,7 @@ func TestMetricsOfRunningMirror(t *testing.T) {
 		CheckInterval: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := metrics.Start("127.0.0.1:0", eng.Snapshot)
+	ms, err := metrics.Start("127.0.0.1:0", eng.Snapshot, metrics.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
