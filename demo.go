@@ -13,6 +13,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/props"
 	"github.com/kmirror/kmirror/engine/sandbox"
 	"github.com/kmirror/kmirror/tui"
@@ -40,7 +41,7 @@ func (d *demoEnv) close() {
 // B through engine.Admin, starts its topics and joins an instance to it.
 func startDemo(ctx context.Context, log *slog.Logger) (*demoEnv, error) {
 	start := time.Now()
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
+	sb, err := sandbox.Start(ctx, sandbox.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +105,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		ascii = fs.Bool("ascii", false, "ASCII borders and glyphs (default when the locale is not UTF-8)")
 		logFile = fs.String("log-file", defaultLogPath(os.Getenv, "demo.log"), "where the engine writes its log")
 	}
+	// The sandbox logs its brokers to stderr; the demo logs the engine and
+	// the brokers to its log file, as JSON unless told otherwise.
+	var logs logging.Flags
+	if sandboxOnly {
+		logs.Register(fs, "info", "text")
+	} else {
+		logs.Register(fs, "info", "json")
+	}
 	if code, ok := parseMode(fs, name, args, stdout, stderr); !ok {
 		return code
 	}
@@ -111,10 +120,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		fmt.Fprintf(stderr, "kmirror %s: unexpected argument %q\n", name, fs.Arg(0))
 		return exitUsage
 	}
+	if err := logs.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kmirror %s: %v\n", name, err)
+		return exitUsage
+	}
 
 	if sandboxOnly {
 		start := time.Now()
-		sb, err := sandbox.Start(ctx, sandbox.Options{})
+		log, _ := logs.New(stderr) // validated above
+		sb, err := sandbox.Start(ctx, sandbox.Options{Logger: log})
 		if err != nil {
 			fmt.Fprintf(stderr, "kmirror sandbox: %v\n", err)
 			return exitFail
@@ -132,7 +146,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		return exitFail
 	}
 	defer lf.Close()
-	env, err := startDemo(ctx, slog.New(slog.NewJSONHandler(lf, nil)))
+	log, _ := logs.New(lf) // validated above
+	env, err := startDemo(ctx, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror demo: %v\n", err)
 		return exitFail

@@ -23,7 +23,7 @@ their partitions, lag and events; action keys unless --read-only.`,
 
 Two embedded clusters with live traffic, the mirror a-to-b, and the console
 with the guided DR drill (n runs the next step, i adds a note).`,
-	"sandbox": `Usage: kmirror sandbox
+	"sandbox": `Usage: kmirror sandbox [--log-level L] [--log-format F]
 
 Starts two embedded Kafka clusters, A (the source) and B (the destination),
 creates topics on A and writes traffic to them, and prints both bootstrap

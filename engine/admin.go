@@ -37,13 +37,13 @@ type Admin struct {
 }
 
 // NewAdmin connects to the destination cluster; it fails within timeout when
-// the cluster does not answer.
-func NewAdmin(ctx context.Context, bootstrap []string, security map[string]string, timeout time.Duration) (*Admin, error) {
+// the cluster does not answer. extra go to its franz-go clients (a logger).
+func NewAdmin(ctx context.Context, bootstrap []string, security map[string]string, timeout time.Duration, extra ...kgo.Opt) (*Admin, error) {
 	sec, err := SecurityOpts(security)
 	if err != nil {
 		return nil, fmt.Errorf("--command-config: %w", err)
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-admin"), kgo.RetryTimeout(timeout)}, sec...)
+	opts := append(append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-admin"), kgo.RetryTimeout(timeout)}, sec...), extra...)
 	cl, err := kgo.NewClient(append(slices.Clone(opts), store.WriterOpts()...)...)
 	if err != nil {
 		return nil, err

@@ -96,7 +96,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	// franz-go's own log goes to the same logger: every destination
 	// client is made with DestinationOpts.
-	cfg.DestinationOpts = append(slices.Clone(cfg.DestinationOpts), kgo.WithLogger(logging.Kgo(cfg.Logger.With(logging.Cluster, "destination"))))
+	dstLog := cfg.Logger.With(logging.Cluster, "destination")
+	cfg.DestinationOpts = append(slices.Clone(cfg.DestinationOpts), kgo.WithLogger(logging.Kgo(dstLog)))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -115,7 +116,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
-	dst, err := newCluster("destination", cfg.Destination, cfg.Instance, cfg.DestinationOpts...)
+	dst, err := newCluster("destination", cfg.Destination, cfg.Instance, slices.Concat(cfg.DestinationOpts, []kgo.Opt{kgo.WithLogger(logging.KgoRaw(dstLog))})...)
 	if err != nil {
 		return nil, err
 	}
@@ -197,8 +198,9 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	if dup {
 		return nil, fmt.Errorf("mirror %s is already running", cfg.Name)
 	}
-	cfg.SourceOpts = append(slices.Clone(cfg.SourceOpts), kgo.WithLogger(logging.Kgo(e.log.With(logging.Cluster, "source", logging.Mirror, cfg.Name))))
-	src, err := newCluster("source", cfg.SourceBootstrap, e.cfg.Instance+"-"+cfg.Name, cfg.SourceOpts...)
+	srcLog := e.log.With(logging.Cluster, "source", logging.Mirror, cfg.Name)
+	cfg.SourceOpts = append(slices.Clone(cfg.SourceOpts), kgo.WithLogger(logging.Kgo(srcLog)))
+	src, err := newCluster("source", cfg.SourceBootstrap, e.cfg.Instance+"-"+cfg.Name, slices.Concat(cfg.SourceOpts, []kgo.Opt{kgo.WithLogger(logging.KgoRaw(srcLog))})...)
 	if err != nil {
 		return nil, err
 	}

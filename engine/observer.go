@@ -93,8 +93,9 @@ func NewObserver(ctx context.Context, cfg ObserverConfig) (*Observer, error) {
 	if log == nil {
 		log = logging.Discard()
 	}
-	cfg.DestinationOpts = append(slices.Clone(cfg.DestinationOpts), kgo.WithLogger(logging.Kgo(log.With(logging.Cluster, "destination"))))
-	dst, err := newCluster("destination", cfg.Destination, "kmirror-observer", cfg.DestinationOpts...)
+	dstLog := log.With(logging.Cluster, "destination")
+	cfg.DestinationOpts = append(slices.Clone(cfg.DestinationOpts), kgo.WithLogger(logging.Kgo(dstLog)))
+	dst, err := newCluster("destination", cfg.Destination, "kmirror-observer", slices.Concat(cfg.DestinationOpts, []kgo.Opt{kgo.WithLogger(logging.KgoRaw(dstLog))})...)
 	if err != nil {
 		return nil, err
 	}

@@ -23,9 +23,24 @@ func Kgo(l *slog.Logger) kgo.Logger {
 	return kgoLogger{l: l, level: level}
 }
 
+// KgoRaw is Kgo for a client that only sends raw requests (never
+// produces or consumes): franz-go's info lines there are its consumer
+// bookkeeping of the topics kmirror purges from the client's cache after
+// each metadata request, one line naming every topic each time, so they
+// are logged at debug. Warnings and errors keep their level.
+func KgoRaw(l *slog.Logger) kgo.Logger {
+	k := Kgo(l).(kgoLogger)
+	k.infoAsDebug = true
+	if k.level == kgo.LogLevelInfo {
+		k.level = kgo.LogLevelWarn
+	}
+	return k
+}
+
 type kgoLogger struct {
-	l     *slog.Logger
-	level kgo.LogLevel
+	l           *slog.Logger
+	level       kgo.LogLevel
+	infoAsDebug bool
 }
 
 func (k kgoLogger) Level() kgo.LogLevel { return k.level }
@@ -38,7 +53,9 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	case kgo.LogLevelWarn:
 		lv = slog.LevelWarn
 	case kgo.LogLevelInfo:
-		lv = slog.LevelInfo
+		if !k.infoAsDebug {
+			lv = slog.LevelInfo
+		}
 	case kgo.LogLevelDebug, kgo.LogLevelNone:
 	}
 	if !k.l.Enabled(context.Background(), lv) {

@@ -29,6 +29,9 @@ const (
 	Elapsed    = "elapsed"    // how long something took, in summaries
 	Action     = "action"     // a CLI action (create, stop, ...)
 	Key        = "key"        // a __mirror_state record's key
+	Instance   = "instance"   // an instance's name
+	Version    = "version"    // kmirror's release and commit
+	Bootstrap  = "bootstrap"  // a cluster's bootstrap servers
 
 	// Mirrored transactions.
 	TxnID         = "txn_id"
@@ -86,6 +89,12 @@ func (f Flags) New(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", f.Format)
+}
+
+// Validate reports a bad level or format before anything is opened.
+func (f Flags) Validate() error {
+	_, err := f.New(io.Discard)
+	return err
 }
 
 // Discard is a logger that writes nothing.
