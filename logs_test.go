@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,38 +38,6 @@ func TestBadLogFlagsAreUsageErrors(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer written by the instance's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// jsonLines parses every line of out as a JSON object.
-func jsonLines(t *testing.T, what, out string) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("%s: not a JSON line: %q", what, l)
-		}
-		lines = append(lines, m)
-	}
-	return lines
-}
-
 // TestRunLogsJSONAndServesHealth runs the CLI actions and a `kmirror run`
 // with --log-format json: each writes JSON lines only, with the shared
 // attribute keys and no placeholder partition; the instance's start is one
@@ -95,7 +61,7 @@ func TestRunLogsJSONAndServesHealth(t *testing.T) {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
 		}
 		var done map[string]any
-		for _, l := range jsonLines(t, fmt.Sprint(args), stderr.String()) {
+		for _, l := range enginetest.JSONLines(t, stderr.String()) {
 			if l["msg"] == "action done" {
 				done = l
 			}
@@ -107,7 +73,7 @@ func TestRunLogsJSONAndServesHealth(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr lockedBuffer
+	var stdout, stderr enginetest.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runInstance(ctx, []string{"--bootstrap-server", b, "--instance", "json-test", "--heartbeat-interval", "200ms",
@@ -153,7 +119,7 @@ func TestRunLogsJSONAndServesHealth(t *testing.T) {
 	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
 		return strings.Contains(stderr.String(), "came up"), "no start-up summary in the log"
 	})
-	for _, l := range jsonLines(t, "run", stderr.String()) {
+	for _, l := range stderr.Lines(t) {
 		if p, ok := l["partition"].(float64); ok && p < 0 {
 			t.Errorf("placeholder partition: %v", l)
 		}

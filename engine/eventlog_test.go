@@ -1,12 +1,9 @@
 package engine_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,41 +12,13 @@ import (
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
-// logBuffer collects log lines written from many goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines parses every JSON line written so far.
-func (b *logBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // TestStartLogsOneSummaryPerMirror: the start of a mirror's partitions is
 // told at info in one line per mirror; each partition's steps (into
 // LOG_ALIGNMENT, EPOCH_FENCING, MIRRORING) are debug lines with from and
 // to; no line carries a placeholder mirror, topic or partition; and
 // franz-go's clients log into the same logger, naming their cluster.
 func TestStartLogsOneSummaryPerMirror(t *testing.T) {
-	var buf logBuffer
+	var buf enginetest.LogBuffer
 	src, dst := enginetest.Pair(t)
 	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
 	e.engCfg = func(c *engine.Config) {
@@ -69,7 +38,7 @@ func TestStartLogsOneSummaryPerMirror(t *testing.T) {
 	var summaries []map[string]any
 	enginetest.Wait(t, 10*time.Second, func() (bool, string) {
 		summaries = summaries[:0]
-		for _, l := range buf.lines(t) {
+		for _, l := range buf.Lines(t) {
 			if strings.Contains(fmt.Sprint(l["msg"]), "came up") {
 				summaries = append(summaries, l)
 			}
@@ -86,7 +55,7 @@ func TestStartLogsOneSummaryPerMirror(t *testing.T) {
 	}
 	steps := map[string]int{} // "from→to" at debug
 	kgoClusters := map[string]bool{}
-	for _, l := range buf.lines(t) {
+	for _, l := range buf.Lines(t) {
 		if m, ok := l["mirror"]; ok && m == "" {
 			t.Errorf("placeholder mirror: %v", l)
 		}

@@ -45,18 +45,25 @@ type kgoLogger struct {
 
 func (k kgoLogger) Level() kgo.LogLevel { return k.level }
 
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lv := slog.LevelDebug
+// slogLevel is franz-go's level as slog's (debug for LogLevelNone, which
+// no line carries).
+func slogLevel(level kgo.LogLevel) slog.Level {
 	switch level {
 	case kgo.LogLevelError:
-		lv = slog.LevelError
+		return slog.LevelError
 	case kgo.LogLevelWarn:
-		lv = slog.LevelWarn
+		return slog.LevelWarn
 	case kgo.LogLevelInfo:
-		if !k.infoAsDebug {
-			lv = slog.LevelInfo
-		}
+		return slog.LevelInfo
 	case kgo.LogLevelDebug, kgo.LogLevelNone:
+	}
+	return slog.LevelDebug
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lv := slogLevel(level)
+	if lv == slog.LevelInfo && k.infoAsDebug {
+		lv = slog.LevelDebug
 	}
 	if !k.l.Enabled(context.Background(), lv) {
 		return
@@ -74,17 +81,12 @@ func Kfake(l *slog.Logger) kfake.Logger { return kfakeLogger{l} }
 
 type kfakeLogger struct{ l *slog.Logger }
 
+// kfakeLevels are kfake's levels as franz-go's.
+var kfakeLevels = map[kfake.LogLevel]kgo.LogLevel{kfake.LogLevelError: kgo.LogLevelError, kfake.LogLevelWarn: kgo.LogLevelWarn,
+	kfake.LogLevelInfo: kgo.LogLevelInfo, kfake.LogLevelDebug: kgo.LogLevelDebug}
+
 func (k kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
-	lv := slog.LevelDebug
-	switch level {
-	case kfake.LogLevelError:
-		lv = slog.LevelError
-	case kfake.LogLevelWarn:
-		lv = slog.LevelWarn
-	case kfake.LogLevelInfo:
-		lv = slog.LevelInfo
-	case kfake.LogLevelDebug, kfake.LogLevelNone:
-	}
+	lv := slogLevel(kfakeLevels[level])
 	if k.l.Enabled(context.Background(), lv) { // kfake formats nothing before asking
 		k.l.Log(context.Background(), lv, fmt.Sprintf(format, args...))
 	}

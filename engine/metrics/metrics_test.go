@@ -18,6 +18,20 @@ import (
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
+// want is one series of an exposition and its value.
+type want struct{ name, labels, value string }
+
+// expectSeries checks that body has each series with its value.
+func expectSeries(t *testing.T, body string, wants []want) {
+	t.Helper()
+	for _, w := range wants {
+		got, ok := series(body, w.name, w.labels)
+		if !ok || got != w.value {
+			t.Errorf("%s{%s} = %q (found %v), want %s", w.name, w.labels, got, ok, w.value)
+		}
+	}
+}
+
 func scrape(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -73,7 +87,7 @@ func TestMetricsFromSnapshot(t *testing.T) {
 	body := scrape(t, srv.URL)
 
 	p0, p1 := `mirror="a-to-b",partition="0",topic="orders"`, `mirror="a-to-b",partition="1",topic="orders"`
-	for _, tt := range []struct{ name, labels, want string }{
+	expectSeries(t, body, []want{
 		{"kmirror_partition_lag_records", p0, "42"},
 		{"kmirror_partition_lag_seconds", p0, "1.5"},
 		{"kmirror_partition_state", p0 + `,state="MIRRORING"`, "1"},
@@ -95,12 +109,7 @@ func TestMetricsFromSnapshot(t *testing.T) {
 		{"kmirror_group_sync_skipped", `group="busy",mirror="a-to-b",reason="active_on_destination"`, "1"},
 		{"kmirror_group_sync_skipped", `group="billing",mirror="a-to-b",reason="none"`, "0"},
 		{"kmirror_mirror_info", `destination_cluster_id="dst-id",kmirror_instance="i1",mirror="a-to-b",source_cluster_id="src-id"`, "1"},
-	} {
-		got, ok := series(body, tt.name, tt.labels)
-		if !ok || got != tt.want {
-			t.Errorf("%s{%s} = %q (found %v), want %s", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	})
 	if n := strings.Count(body, `kmirror_partition_state{mirror="a-to-b",partition="0",state=`); n != len(partition.States) {
 		t.Errorf("%d state series for orders/0, want one per state (%d)", n, len(partition.States))
 	}

@@ -20,7 +20,7 @@ func TestInstanceAndMirrorSeries(t *testing.T) {
 	defer srv.Close()
 	body := scrape(t, srv.URL)
 	m := `mirror="a-to-b"`
-	for _, tt := range []struct{ name, labels, want string }{
+	expectSeries(t, body, []want{
 		{"kmirror_build_info", `go_version="` + runtime.Version() + `",revision="abc123",version="v1.2.3"`, "1"},
 		{"kmirror_instance_ready", `check="joined",kmirror_instance="i1"`, "1"},
 		{"kmirror_instance_ready", `check="shards",kmirror_instance="i1"`, "1"},
@@ -33,12 +33,7 @@ func TestInstanceAndMirrorSeries(t *testing.T) {
 		{"kmirror_mirror_sync_last_timestamp_seconds", m + `,kind="groups"`, "1.7e+09"},
 		{"kmirror_mirror_sync_last_timestamp_seconds", m + `,kind="acls"`, "0"},
 		{"kmirror_group_sync_skipped", m + `,group="busy",reason="active_on_destination"`, "1"},
-	} {
-		got, ok := series(body, tt.name, tt.labels)
-		if !ok || got != tt.want {
-			t.Errorf("%s{%s} = %q (found %v), want %s", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	})
 	if strings.Contains(body, `cause=""`) {
 		t.Error("a series for the empty cause")
 	}
@@ -60,7 +55,7 @@ func TestTopicGranularity(t *testing.T) {
 	defer srv.Close()
 	body := scrape(t, srv.URL)
 	o := `mirror="a-to-b",topic="orders"`
-	for _, tt := range []struct{ name, labels, want string }{
+	expectSeries(t, body, []want{
 		{"kmirror_topic_lag_records", o, "12"}, // 5 + 7; orders/2 is i2's
 		{"kmirror_topic_lag_seconds", o, "9"},
 		{"kmirror_topic_partitions", o + `,state="MIRRORING"`, "1"},
@@ -73,12 +68,7 @@ func TestTopicGranularity(t *testing.T) {
 		{"kmirror_topic_open_transactions", o, "1"},
 		{"kmirror_topic_bytes_per_second", o, "100"},
 		{"kmirror_topic_partitions", `mirror="a-to-b",topic="clicks",state="MIRRORING"`, "1"},
-	} {
-		got, ok := series(body, tt.name, tt.labels)
-		if !ok || got != tt.want {
-			t.Errorf("%s{%s} = %q (found %v), want %s", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	})
 	if strings.Contains(body, "partition=") || strings.Contains(body, "kmirror_partition_") {
 		t.Errorf("partition series at topic granularity:\n%s", grepKmirror(body))
 	}
