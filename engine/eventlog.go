@@ -72,36 +72,48 @@ func bringUp(from, to partition.State) bool {
 }
 
 // emitState records a partition's event from its state machine, from → to
-// being the transition it reports. The routine steps of a partition coming
-// up are logged at debug: starting a mirror of thousands of partitions
-// would otherwise write three info lines each. One info line per mirror
-// sums them up instead once its partitions have got somewhere (startups).
+// being the transition it reports (logState).
 func (e *Engine) emitState(level EventLevel, mirror, topic string, p int32, from, to partition.State, msg string) {
-	ev := Event{Time: e.now(), Level: level, Mirror: mirror, Topic: topic, Partition: p, Message: msg}
-	lvl := slogLevel(level)
-	if level == LevelInfo && bringUp(from, to) {
-		lvl = slog.LevelDebug
-	}
-	logEvent(e.log, lvl, ev, transitionAttrs(from, to)...)
-	e.events.push(ev)
-	if from != to {
-		e.startupDone(e.startups.transition(ev.Time, mirror, topic, p, from, to))
-	}
+	logState(e.log, &e.startups, e.events, Event{Time: e.now(), Level: level, Mirror: mirror, Topic: topic, Partition: p, Message: msg}, from, to)
 }
 
 // partitionGone tells the start-up summary that a partition's runner ended
 // (its shard was revoked, its mirror closed) wherever it had got.
 func (e *Engine) partitionGone(mirror, topic string, p int32) {
-	e.startupDone(e.startups.gone(e.now(), mirror, topic, p))
+	if sum := summaryEvent(e.log, e.startups.gone(e.now(), mirror, topic, p)); sum != nil {
+		e.events.push(*sum)
+	}
 }
 
-func (e *Engine) startupDone(s *startupSummary) {
-	if s == nil {
+// logState logs a partition's state event and queues it, from → to being
+// the transition it reports. The routine steps of a partition coming up
+// are logged at debug: starting a mirror of thousands of partitions would
+// otherwise write three info lines each. One info line per mirror sums
+// them up instead, once its partitions have got somewhere, and is queued
+// after ev.
+func logState(log *slog.Logger, s *startups, q *eventQueue, ev Event, from, to partition.State) {
+	lvl := slogLevel(ev.Level)
+	if ev.Level == LevelInfo && bringUp(from, to) {
+		lvl = slog.LevelDebug
+	}
+	logEvent(log, lvl, ev, transitionAttrs(from, to)...)
+	q.push(ev)
+	if from == to {
 		return
 	}
-	ev := Event{Time: e.now(), Level: LevelInfo, Mirror: s.mirror, Partition: -1, Message: s.message()}
-	logEvent(e.log, slog.LevelInfo, ev, slog.Int(logging.Partitions, s.started), slog.Duration(logging.Elapsed, s.elapsed))
-	e.events.push(ev)
+	if sum := summaryEvent(log, s.transition(ev.Time, ev.Mirror, ev.Topic, ev.Partition, from, to)); sum != nil {
+		q.push(*sum)
+	}
+}
+
+// summaryEvent logs a start-up summary and returns its event; nil for none.
+func summaryEvent(log *slog.Logger, s *startupSummary) *Event {
+	if s == nil {
+		return nil
+	}
+	ev := Event{Time: s.at, Level: LevelInfo, Mirror: s.mirror, Partition: -1, Message: s.message()}
+	logEvent(log, slog.LevelInfo, ev, slog.Int(logging.Partitions, s.started), slog.Duration(logging.Elapsed, s.elapsed))
+	return &ev
 }
 
 // startups follows the partitions of each mirror that are coming up, so a
@@ -129,6 +141,7 @@ type partRef struct {
 // startupSummary is what a mirror's partitions reached.
 type startupSummary struct {
 	mirror  string
+	at      time.Time // when the last partition got somewhere
 	started int
 	elapsed time.Duration
 	reached map[partition.State]int
@@ -217,5 +230,5 @@ func (s *startups) settle(now time.Time, mirror string, st *startup) *startupSum
 	if st.reached[partition.Mirroring] == 0 {
 		return nil
 	}
-	return &startupSummary{mirror: mirror, started: st.started, elapsed: now.Sub(st.began), reached: st.reached}
+	return &startupSummary{mirror: mirror, at: now, started: st.started, elapsed: now.Sub(st.began), reached: st.reached}
 }

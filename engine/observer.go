@@ -39,6 +39,7 @@ type Observer struct {
 	// refreshes counts completed looks, published or not.
 	refreshes atomic.Int64
 	evs       *eventQueue
+	startups  startups // the instances' partitions coming up, for the start-up summary
 	ctx       context.Context
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -284,7 +285,7 @@ func (o *Observer) apply(st *observeState, recs []*kgo.Record) {
 			if had {
 				from = before.State
 			}
-			o.emit(lvl, k.Mirror, k.Topic, k.Partition, msg, transitionAttrs(from, after.State)...)
+			logState(o.log, &o.startups, o.evs, Event{Time: o.now(), Level: lvl, Mirror: k.Mirror, Topic: k.Topic, Partition: k.Partition, Message: msg}, from, after.State)
 		}
 	}
 }
