@@ -264,9 +264,12 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 }
 
 func caughtUp(t *testing.T, from, to *enginetest.Cluster, topic string) func() (bool, string) {
+	// One client per side for all the polls: a client per poll stays open
+	// until the test ends, and a long wait polls thousands of times.
+	fromCl, toCl := from.Client(t), to.Client(t)
 	return func() (bool, string) {
-		se, err1 := enginetest.Ends(context.Background(), from.Client(t), topic)
-		de, err2 := enginetest.Ends(context.Background(), to.Client(t), topic)
+		se, err1 := enginetest.Ends(context.Background(), fromCl, topic)
+		de, err2 := enginetest.Ends(context.Background(), toCl, topic)
 		return err1 == nil && err2 == nil && fmt.Sprint(se) == fmt.Sprint(de), fmt.Sprintf("%v vs %v (%v %v)", se, de, err1, err2)
 	}
 }
