@@ -207,9 +207,10 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 		return false, fmt.Sprint(st)
 	})
 	// Partition 0 lost nothing: it fails back with the delta.
+	aCl, bCl := a.Client(t), b.Client(t)
 	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		be, _ := enginetest.Ends(context.Background(), b.Client(t), "orders")
-		ae, _ := enginetest.Ends(context.Background(), a.Client(t), "orders")
+		be, _ := enginetest.Ends(context.Background(), bCl, "orders")
+		ae, _ := enginetest.Ends(context.Background(), aCl, "orders")
 		return len(be) == 2 && len(ae) == 2 && be[0] == ae[0], fmt.Sprintf("B %v A %v", be, ae)
 	})
 	out := kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--describe", "--failed")
@@ -226,8 +227,9 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 	// quarantine topic, orders is recreated on A and mirrored from B.
 	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--recover", "--rebuild", "--mirror", "b-to-a", "--topics", "orders")
 	var quarantine string
+	aAdm := kadm.NewClient(aCl)
 	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		topics, err := kadm.NewClient(a.Client(t)).ListTopics(context.Background())
+		topics, err := aAdm.ListTopics(context.Background())
 		if err != nil {
 			return false, err.Error()
 		}
