@@ -1,5 +1,7 @@
 package props
 
+//go:generate go test . -run TestDocs -update
+
 import (
 	"fmt"
 	"strings"
