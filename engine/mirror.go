@@ -70,6 +70,15 @@ func (c *MirrorConfig) defaults() error {
 	if c.PartitionFetchBytes <= 0 {
 		c.PartitionFetchBytes = 1 << 20
 	}
+	// Kafka's replica fetcher defaults, which the fetcher also applies to
+	// zero limits; set here so that spelling them out changes nothing
+	// (needsReopen compares configurations with their defaults applied).
+	if c.FetchMinBytes <= 0 {
+		c.FetchMinBytes = 1
+	}
+	if c.FetchResponseMaxBytes <= 0 {
+		c.FetchResponseMaxBytes = 64 << 20
+	}
 	if c.MaxInFlight <= 0 || c.MaxInFlight > 5 {
 		c.MaxInFlight = 5 // the broker deduplicates at most five batches per producer
 	}

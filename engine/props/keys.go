@@ -53,24 +53,7 @@ func IsMirrorSetting(key string) bool {
 
 // clientKeys are the Kafka client settings kmirror reads, for the mirror's
 // source (in --mirror-config) and for the destination (in --command-config).
-var clientKeys = map[string]check{
-	KeyBootstrapServers:                     hostPorts,
-	KeySecurityProtocol:                     oneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-	KeySASLMechanism:                        oneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM"),
-	KeyOAuthTokenEndpoint:                   nil,
-	KeySASLJAASConfig:                       nil,
-	KeySASLUsername:                         nil,
-	KeySASLPassword:                         nil,
-	"ssl.truststore.location":               nil,
-	"ssl.truststore.password":               nil,
-	"ssl.keystore.location":                 nil,
-	"ssl.keystore.password":                 nil,
-	"ssl.key.password":                      nil,
-	"ssl.endpoint.identification.algorithm": oneOf("https", ""),
-	"client.id":                             nil,
-	"ssl.keystore.type":                     pemOnly,
-	"ssl.truststore.type":                   pemOnly,
-}
+var clientKeys = keyChecks(clientSettings)
 
 // pemOnly checks ssl.*store.type: kmirror reads PEM files (the key may be
 // encrypted, with ssl.key.password); a JKS or PKCS12 store must be
