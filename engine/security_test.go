@@ -244,8 +244,6 @@ type testPKI struct {
 
 func newTestPKI(t *testing.T) testPKI {
 	t.Helper()
-	m := newMutualPKI(t)
-	server := m.server.Clone()
-	server.ClientAuth, server.ClientCAs = tls.NoClientCert, nil
-	return testPKI{caFile: m.caFile, server: server}
+	p := enginetest.NewPKI(t)
+	return testPKI{caFile: p.CAFile, server: p.ServerOnly}
 }

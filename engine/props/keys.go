@@ -68,18 +68,8 @@ var clientKeys = map[string]check{
 	"ssl.key.password":                      nil,
 	"ssl.endpoint.identification.algorithm": oneOf("https", ""),
 	"client.id":                             nil,
-	"ssl.keystore.type":                     pemOnly,
-	"ssl.truststore.type":                   pemOnly,
-}
-
-// pemOnly checks ssl.*store.type: kmirror reads PEM files (the key may be
-// encrypted, with ssl.key.password); a JKS or PKCS12 store must be
-// converted, and saying so beats failing to parse it later.
-func pemOnly(v string) error {
-	if strings.EqualFold(v, "PEM") {
-		return nil
-	}
-	return fmt.Errorf("%q stores are not read: convert to PEM (openssl pkcs12 -in STORE -out STORE.pem; keytool -importkeystore -deststoretype PKCS12 first for JKS)", v)
+	"ssl.keystore.type":                     oneOf("PEM", "PKCS12", "JKS"),
+	"ssl.truststore.type":                   oneOf("PEM", "PKCS12", "JKS"),
 }
 
 // suggest is the "did you mean" of an unknown key: the closest of

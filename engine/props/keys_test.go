@@ -102,12 +102,18 @@ func TestACLRules(t *testing.T) {
 }
 
 func TestStoreTypes(t *testing.T) {
-	if _, err := ValidateClientConfig(parse(t, "ssl.keystore.type=pem\nssl.truststore.type=PEM\n")); err != nil {
-		t.Fatal(err)
+	for _, in := range []string{
+		"ssl.keystore.type=pem\nssl.truststore.type=PEM\n",
+		"ssl.keystore.type=PKCS12\nssl.truststore.type=pkcs12\n",
+		"ssl.keystore.type=JKS\nssl.truststore.type=jks\n",
+	} {
+		if _, err := ValidateClientConfig(parse(t, in)); err != nil {
+			t.Errorf("%q: %v", in, err)
+		}
 	}
-	_, err := ValidateMirrorConfig(parse(t, "bootstrap.servers=a:1\nssl.keystore.type=PKCS12\n"))
-	if err == nil || !strings.Contains(err.Error(), `line 2: ssl.keystore.type: "PKCS12" stores are not read: convert to PEM`) {
-		t.Fatalf("PKCS12: %v", err)
+	_, err := ValidateMirrorConfig(parse(t, "bootstrap.servers=a:1\nssl.keystore.type=JCEKS\n"))
+	if err == nil || !strings.Contains(err.Error(), `line 2: ssl.keystore.type: "JCEKS" is not one of PEM, PKCS12, JKS`) {
+		t.Fatalf("JCEKS: %v", err)
 	}
 }
 
