@@ -132,3 +132,22 @@ func TestSASLMechanisms(t *testing.T) {
 		t.Errorf("OAUTHBEARER without an endpoint: %v", err)
 	}
 }
+
+// TestACLIncludeDefault: ACL sync copies every ACL unless acls.include
+// says otherwise (KIP-1279's default "*"); an empty acls.include turns it
+// off.
+func TestACLIncludeDefault(t *testing.T) {
+	for in, want := range map[string][]string{
+		"bootstrap.servers=a:1\n":                         {"*"},
+		"bootstrap.servers=a:1\nacls.include=\n":          nil,
+		"bootstrap.servers=a:1\nacls.include=TOPIC;x.*\n": {"TOPIC;x.*"},
+	} {
+		s, err := ParseMirrorSettings(parse(t, in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(s.ACLInclude, want) || (want == nil && len(s.ACLInclude) != 0) {
+			t.Errorf("%q: ACLInclude %q, want %q", in, s.ACLInclude, want)
+		}
+	}
+}
