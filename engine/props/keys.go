@@ -8,15 +8,24 @@ import (
 )
 
 // kipNames maps the spellings kmirror used before KIP-1279 named these
-// settings to the KIP's names. __mirror_state keeps the old spellings, so
-// instances of an older build sharing the destination still read every
-// definition; files may use either, and the old one draws a warning.
+// settings to the KIP's names (as the proposal's reference implementation,
+// ClusterMirrorConfig, spells a mirror's settings: topics.include,
+// topics.exclude and the fetch.* keys without a mirror. prefix).
+// __mirror_state keeps the old spellings, so instances of an older build
+// sharing the destination still read every definition; files may use
+// either, and the old one draws a warning.
 var kipNames = map[string]string{
 	KeyNumFetchers:            "mirror.num.replica.fetchers",
 	KeyTopicPropertiesExclude: "topic.properties.exclude",
 	KeyGroupsInclude:          "groups.include",
 	KeyGroupsExclude:          "groups.exclude",
 	KeyACLInclude:             "acls.include",
+	KeyTopicsInclude:          "topics.include",
+	KeyTopicsExclude:          "topics.exclude",
+	KeyFetchMaxBytes:          "fetch.max.bytes",
+	KeyFetchWaitMax:           "fetch.wait.max.ms",
+	KeyFetchMinBytes:          "fetch.min.bytes",
+	KeyFetchResponseMaxBytes:  "fetch.response.max.bytes",
 }
 
 // storedNames is kipNames inverted.
