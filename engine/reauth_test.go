@@ -12,10 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/props"
 )
 
 // TestSASLReauthentication: both clusters require SASL (SCRAM-SHA-256 on
@@ -42,37 +40,10 @@ func TestSASLReauthentication(t *testing.T) {
 	if resp, err := kadm.NewClient(srcCl).CreateTopic(ctx, 2, -1, nil, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create source topic: %v %v", err, resp.Err)
 	}
-	adm, err := engine.NewAdmin(ctx, dst.c.Addrs(), dst.settings, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
 	t.Setenv(sourcePasswordEnv, pw)
-	cfg := maps.Clone(srcSettings)
-	cfg["bootstrap.servers"] = strings.Join(src.c.Addrs(), ",")
-	cfg["sasl.password"] = "${env:" + sourcePasswordEnv + "}"
-	if _, err := adm.CreateMirror(ctx, "a-to-b", props.FromMap(cfg), false); err != nil {
-		t.Fatalf("create mirror: %v", err)
-	}
-	sel, err := engine.ParseTopics(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc, mech, err := engine.SecurityParts(dst.settings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(ctx, engine.Config{Destination: dst.c.Addrs(), DestinationOpts: dst.opts, DestinationTLS: tc, DestinationSASL: mech, Instance: "reauth"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Close)
-	if err := eng.Join(ctx); err != nil {
-		t.Fatal(err)
-	}
+	srcConfig := maps.Clone(srcSettings)
+	srcConfig["sasl.password"] = "${env:" + sourcePasswordEnv + "}"
+	eng := runSecuredMirror(t, ctx, src, srcConfig, dst, topic, "reauth")
 
 	producer := src.client(t, enginetest.ProducerOpts("zstd", true)...)
 	epochs := map[int32]int16{}

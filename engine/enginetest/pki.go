@@ -81,15 +81,20 @@ func NewPKI(t testing.TB) PKI {
 		t.Fatal(err)
 	}
 	p.PEMKeys = p.write(t, "client.pem", append(pemCert(client), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})...))
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
 	p.ServerOnly = &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{{Certificate: [][]byte{server.Raw}, PrivateKey: serverKey}},
 	}
 	p.Server = p.ServerOnly.Clone()
-	p.Server.ClientAuth, p.Server.ClientCAs = tls.RequireAndVerifyClientCert, pool
+	p.Server.ClientAuth, p.Server.ClientCAs = tls.RequireAndVerifyClientCert, p.Pool()
 	return p
+}
+
+// Pool is a certificate pool holding the CA, for a client's tls.Config.
+func (p PKI) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(p.CA)
+	return pool
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {
