@@ -96,6 +96,9 @@ func (c *Conn) authenticate(ctx context.Context) error {
 	if err != nil {
 		return failed(err)
 	}
+	// The broker began this exchange at the latest now: the next one must
+	// not come within minReauthInterval of that.
+	began := time.Now()
 	hsResp := raw.(*kmsg.SASLHandshakeResponse)
 	if err := kerr.ErrorForCode(hsResp.ErrorCode); err != nil {
 		if errors.Is(err, kerr.UnsupportedSaslMechanism) {
@@ -148,7 +151,13 @@ func (c *Conn) authenticate(ctx context.Context) error {
 	}
 	c.reauthAt = time.Time{}
 	if lifetime > 0 {
-		c.reauthAt = start.Add(reauthAfter(time.Duration(min(lifetime, maxLifetimeMs))*time.Millisecond, time.Since(start)))
+		at := start.Add(reauthAfter(time.Duration(min(lifetime, maxLifetimeMs))*time.Millisecond, time.Since(start)))
+		// A broker refuses a re-authentication that begins within a
+		// second of the last one; one that begins late it accepts.
+		if floor := began.Add(minReauthInterval); at.Before(floor) {
+			at = floor
+		}
+		c.reauthAt = at
 	}
 	return nil
 }
@@ -182,17 +191,17 @@ const maxLifetimeMs = 365 * 24 * 3600 * 1000
 // its next request (connections.max.reauth.ms). The margin is 10 to 15% of
 // the lifetime (jittered, so connections dialled together do not all
 // re-authenticate at once), at least a second or twice the latency, and at
-// most half the lifetime; and a broker refuses a re-authentication within
-// a second of the previous one, so none comes sooner than 1.2 s while the
-// lifetime allows.
+// most half the lifetime.
 func reauthAfter(lifetime, latency time.Duration) time.Duration {
 	margin := lifetime/10 + rand.N(lifetime/20+1)
 	margin = max(margin, time.Second, 2*latency)
-	return max(lifetime-min(margin, lifetime/2), min(minReauthInterval, lifetime*9/10))
+	return lifetime - min(margin, lifetime/2)
 }
 
 // minReauthInterval keeps re-authentications more than the broker's one
-// second apart (KafkaChannel's MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS).
+// second apart (KafkaChannel's MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS),
+// counted from when the broker answered the last handshake: it may have
+// begun that one only then, after the requests written before it.
 const minReauthInterval = 1200 * time.Millisecond
 
 // reauthenticateIfDue authenticates the connection again once its session
