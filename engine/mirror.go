@@ -31,9 +31,9 @@ type MirrorConfig struct {
 
 	NumFetchers           int            // fetchers per source broker (mirror.num.fetchers), default 1
 	FetchMaxWait          time.Duration  // long-poll time of one fetch, default 100ms
-	PartitionFetchBytes   int32          // bytes asked per partition per fetch (mirror.fetch.max.bytes), default 1 MiB
-	FetchMinBytes         int32          // bytes a long-polled fetch waits for (mirror.fetch.min.bytes), default 1
-	FetchResponseMaxBytes int32          // bytes of one fetch response (mirror.fetch.response.max.bytes), default 64 MiB
+	PartitionFetchBytes   int32          // bytes asked per partition per fetch (fetch.max.bytes), default 1 MiB
+	FetchMinBytes         int32          // bytes a long-polled fetch waits for (fetch.min.bytes), default 1
+	FetchResponseMaxBytes int32          // bytes of one fetch response (fetch.response.max.bytes), default 64 MiB
 	RetryInitial          time.Duration  // first retry backoff, default 100ms
 	RetryMax              time.Duration  // backoff cap, default 300s
 	RetryAttempts         int            // retries before a FAILED partition waits for recover, default 20

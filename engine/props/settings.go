@@ -64,7 +64,7 @@ var (
 	hostPortList = check{ok: hostPorts, values: "comma list of host:port"}
 	patternList  = check{ok: patterns, values: "comma list of RE2 patterns, each matching whole names"}
 	aclRuleList  = check{ok: aclRules, values: "`*`, or a comma list of `TYPE;pattern`, bare name patterns, or `resourceType;resourceName;operation;permissionType;principal`"}
-	pemStore     = check{ok: pemOnly, values: "`PEM`"}
+	storeType    = oneOf("PEM", "PKCS12", "JKS")
 	secretRef    = text("a secret: in a mirror configuration `${env:NAME}` or `${file:/path:key}`, a literal only with `--allow-plaintext-secrets`; either in `--command-config`")
 )
 
@@ -91,15 +91,15 @@ var mirrorSettings = []Setting{
 		Meaning: "After an unclean leader election on the source truncated records that were already mirrored: `false` fails the partition (cause `unclean_leader_election`, waits for `--recover`); `true` quarantines the destination-only records and rebuilds the topic by itself (ULE_RECOVERY)."},
 	{Key: KeyTopicsInclude, Unset: "none: only the topics `--start` names or matches", Example: "payments,orders-.*", Alter: AlterInPlace, KIP: true, check: patternList,
 		Meaning: "Source topic names or RE2 patterns started when they appear, as a standing `--start` (checked every metadata refresh)."},
-	{Key: KeyTopicsExclude, Default: "__.*", Example: "__.*,orders-test", Alter: AlterInPlace, check: patternList,
+	{Key: KeyTopicsExclude, Default: "__.*", Example: "__.*,orders-test", Alter: AlterInPlace, KIP: true, check: patternList,
 		Meaning: "Source topics never started, by `--start` or by discovery. A list given replaces the default, so keep `__.*` in it."},
 	{Key: KeyMetadataRefresh, Default: "60000", Example: "5000", Alter: AlterInPlace, check: intIn(1, 1<<63-1),
 		Meaning: "Milliseconds between metadata syncs: topic discovery, partition growth, deleted source topics, topic configs, ACLs, consumer-group and share-group offsets."},
 	{Key: KeyTopicPropertiesExclude, Default: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.type,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,min.insync.replicas,unclean.leader.election.enable",
 		Example: "retention.ms", Alter: AlterInPlace, KIP: true, check: text("comma list of topic config names or RE2 patterns of them"),
 		Meaning: "Topic configs never copied from the source. `compression.type` and `message.timestamp.type` are never copied whatever this says (destination topics are `compression.type=producer`, `CreateTime`). A list given replaces the default."},
-	{Key: KeyACLInclude, Unset: "no ACL sync", Example: "TOPIC;orders-.*,GROUP;app-.*", Alter: AlterInPlace, KIP: true, check: aclRuleList,
-		Meaning: "Source ACLs copied to the destination: `*` for all, `TYPE;pattern` for a resource type (ANY, TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER) and resource name pattern, or all five fields. ACLs on stopped topics are not copied."},
+	{Key: KeyACLInclude, Default: "*", Example: "TOPIC;orders-.*,GROUP;app-.*", Alter: AlterInPlace, KIP: true, check: aclRuleList,
+		Meaning: "Source ACLs copied to the destination: `*` for all (the default, as in KIP-1279; `acls.include=` with no value turns ACL sync off, and a cluster without an authorizer is skipped quietly), `TYPE;pattern` for a resource type (ANY, TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER) and resource name pattern, or all five fields. ACLs on stopped topics are not copied."},
 	{Key: KeyGroupsInclude, Default: ".*", Example: "app-.*", Alter: AlterInPlace, KIP: true, check: patternList,
 		Meaning: "Consumer and share groups whose offsets on the mirrored topics are copied, clamped to the destination's log, with leader epoch -1. A group with members on the destination is skipped (it consumes there)."},
 	{Key: KeyGroupsExclude, Default: "console-consumer-.*,__.*", Example: "app-test", Alter: AlterInPlace, KIP: true, check: patternList,
@@ -134,22 +134,22 @@ var clientSettings = []Setting{
 		Meaning: "`username`/`password` for PLAIN and SCRAM, or `clientId`/`clientSecret`/`scope` for OAUTHBEARER. Spaces around `=` are allowed."},
 	{Key: KeyOAuthTokenEndpoint, Unset: "none", check: text("URL"),
 		Meaning: "The OAUTHBEARER token endpoint."},
-	{Key: "ssl.truststore.location", Unset: "the system's roots", check: text("path of a PEM file"),
-		Meaning: "CA certificates the brokers' certificates are verified against."},
-	{Key: "ssl.keystore.location", Unset: "no client certificate", check: text("path of a PEM file"),
-		Meaning: "The client certificate and its key (mutual TLS). The key may be encrypted (PKCS#8 PBES2 with AES or 3DES, or OpenSSL's legacy form)."},
-	{Key: "ssl.key.password", Unset: "an unencrypted key", check: secretRef,
-		Meaning: "Password of an encrypted key in `ssl.keystore.location`."},
-	{Key: "ssl.keystore.type", Default: "PEM", check: pemStore,
-		Meaning: "Only PEM is read; PKCS12 and JKS are refused with the command that converts them."},
-	{Key: "ssl.truststore.type", Default: "PEM", check: pemStore,
-		Meaning: "As `ssl.keystore.type`."},
+	{Key: "ssl.truststore.location", Unset: "the system's roots", check: text("path of a PEM, PKCS12 or JKS file"),
+		Meaning: "CA certificates the brokers' certificates are verified against. In a PKCS12 trust store only certificates marked trusted count, as in Java."},
+	{Key: "ssl.keystore.location", Unset: "no client certificate", check: text("path of a PEM, PKCS12 or JKS file"),
+		Meaning: "The client certificate and its key (mutual TLS). A PEM key may be encrypted (PKCS#8 PBES2 with AES or 3DES, or OpenSSL's legacy form)."},
+	{Key: "ssl.key.password", Unset: "PEM: an unencrypted key; PKCS12: the store's password; JKS: `ssl.keystore.password`", check: secretRef,
+		Meaning: "Password of the key: of an encrypted PEM key, of a JKS store's key; for PKCS12 (one password for the store and its key, as keytool writes them) read only when `ssl.keystore.password` is unset."},
+	{Key: "ssl.keystore.type", Unset: "the file's content decides", check: storeType,
+		Meaning: "The format of `ssl.keystore.location`. A type that does not match the file is refused saying what the file is; JCEKS is refused with the keytool command that converts it."},
+	{Key: "ssl.truststore.type", Unset: "the file's content decides", check: storeType,
+		Meaning: "As `ssl.keystore.type`, for `ssl.truststore.location`."},
 	{Key: "ssl.endpoint.identification.algorithm", Default: "https", check: oneOf("https", ""),
 		Meaning: "Empty turns host name checks off; the certificate chain is still verified."},
 	{Key: "ssl.keystore.password", Unset: "none", check: secretRef,
-		Meaning: "Accepted and not read: PEM files have no store password."},
+		Meaning: "Password of a PKCS12 or JKS key store (required for JKS). A wrong one fails at once naming the setting. Not read for PEM."},
 	{Key: "ssl.truststore.password", Unset: "none", check: secretRef,
-		Meaning: "Accepted and not read: PEM files have no store password."},
+		Meaning: "Password of a PKCS12 (optional) or JKS (required: kmirror does not read a JKS store unchecked) trust store. Not read for PEM."},
 	{Key: "client.id", Unset: "none", check: text("text"),
 		Meaning: "Accepted and not read: kmirror names its own clients (`kmirror-admin`, `kmirror-observer`, a fetcher's `kmirror-<instance>-<index>-<mirror>`)."},
 }

@@ -343,7 +343,7 @@ type MirrorSettings struct {
 	RetryMaxAttempts       int
 	TopicsExclude          []string // RE2 patterns
 	TopicPropertiesExclude []string // topic configs never synced
-	ACLInclude             []string // RE2 patterns of resource names; none: no ACL sync
+	ACLInclude             []string // acls.include rules; default "*" (every ACL, as KIP-1279 says); an empty acls.include: no ACL sync
 	GroupsInclude          []string
 	GroupsExclude          []string
 	ThrottledRate          int64         // bytes per second; 0: unthrottled
@@ -374,6 +374,7 @@ func DefaultMirrorSettings() MirrorSettings {
 			"message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
 			"min.insync.replicas", "unclean.leader.election.enable",
 		},
+		ACLInclude:         []string{"*"},
 		GroupsInclude:      []string{".*"},
 		GroupsExclude:      []string{"console-consumer-.*", "__.*"},
 		MaxInflight:        5,
