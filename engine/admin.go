@@ -194,8 +194,9 @@ func buildDef(name string, p props.Properties, allowLiteralSecrets bool) (store.
 	return def, warnings, nil
 }
 
-// sourceClient connects to a mirror's source with its resolved settings.
-func sourceClient(def store.MirrorDef) (*cluster, error) {
+// sourceClient connects to a mirror's source with its resolved settings;
+// extra go to its franz-go client (a logger).
+func sourceClient(def store.MirrorDef, extra ...kgo.Opt) (*cluster, error) {
 	sec, err := resolveSecrets(def.SourceConfig)
 	if err != nil {
 		return nil, fmt.Errorf("mirror %s: %w", def.Name, err)
@@ -204,7 +205,7 @@ func sourceClient(def store.MirrorDef) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror %s: %w", def.Name, err)
 	}
-	return newCluster("source", def.SourceBootstrap, "kmirror-admin", append(opts, kgo.RetryTimeout(10*time.Second))...)
+	return newCluster("source", def.SourceBootstrap, "kmirror-admin", slices.Concat(opts, []kgo.Opt{kgo.RetryTimeout(10 * time.Second)}, extra)...)
 }
 
 func sourceClusterID(ctx context.Context, def store.MirrorDef) (string, error) {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 )
@@ -169,7 +171,7 @@ func (o *Observer) sourceFor(st *observeState, mirror string) *observedSource {
 		src.c.close()
 	}
 	src = &observedSource{def: fp}
-	c, err := sourceClient(def)
+	c, err := sourceClient(def, kgo.WithLogger(logging.KgoRaw(o.log.With(logging.Cluster, "source", logging.Mirror, mirror))))
 	src.c, src.err = c, err
 	st.sources[mirror] = src
 	return src
