@@ -430,7 +430,7 @@ func (r *runner) classify(err error) (partition.Cause, bool, error) {
 		// Whatever failed, the source does not answer: say so, and keep
 		// retrying for as long as the outage lasts.
 		cause = partition.CauseSourceUnreachable
-		err = fmt.Errorf("%w (%v)", r.m.sourceDown(), err)
+		err = fmt.Errorf("%w (%w)", r.m.sourceDown(), err)
 	case errors.As(err, &pe):
 		retryable = pe.Retryable
 	case isTransient(err):

@@ -283,7 +283,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 		return nil
 	})
 	if err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at fetch offset %d: %v", ErrBadSourceBatch, res.offset, err)}
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at fetch offset %d: %w", ErrBadSourceBatch, res.offset, err)}
 	}
 	next, nextEpoch := res.offset, r.lastEpoch
 	if n := len(items); n > 0 {
@@ -317,7 +317,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 func (r *runner) fetchFailed(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, kerr.OffsetOutOfRange):
-		return fmt.Errorf("%w: %v", errRealign, err)
+		return fmt.Errorf("%w: %w", errRealign, err)
 	case retriable(err):
 		r.attempt++
 		if r.attempt > maxRealigns {
@@ -348,7 +348,7 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetc
 		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: h.BaseOffset, Actual: r.pos, Cause: ErrDiverged}
 	}
 	if err := batch.VerifyCRC(b); err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %w", ErrBadSourceBatch, err)}
 	}
 	if h.BaseOffset > r.pos {
 		if err := r.fillGap(ctx, h.BaseOffset, h.BaseTimestamp); err != nil {

@@ -89,6 +89,7 @@ func flatten(err error) []error {
 		var out []error
 		for _, e := range j.Unwrap() {
 			if _, isJoin := e.(interface{ Unwrap() []error }); isJoin {
+				//nolint:errorlint // e itself, not its chain: an abort by the coordinator is a join kept whole
 				if _, isAborted := e.(*txn.AbortedByCoordinatorError); !isAborted {
 					out = append(out, flatten(e)...)
 					continue
@@ -143,7 +144,7 @@ func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) er
 	}
 	commit, err := txn.ParseControl(b)
 	if err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: control batch at %d: %v", ErrBadSourceBatch, h.BaseOffset, err)}
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: control batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)}
 	}
 	m, err := r.mapper(ctx)
 	if err != nil {
@@ -193,15 +194,15 @@ func (r *runner) txnError(err error) error {
 		}
 		return ta
 	case errors.Is(err, txn.ErrMarkerMisplaced):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrForeignWrite, err)}
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %w", ErrForeignWrite, err)}
 	case errors.Is(err, txn.ErrLoneMarker), errors.Is(err, txn.ErrUnsupported):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrUnsupported, err)}
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %w", ErrUnsupported, err)}
 	case errors.Is(err, txn.ErrBadControl):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %w", ErrBadSourceBatch, err)}
 	case errors.Is(err, errRealign):
 		return err
 	}
-	return fmt.Errorf("%w: %v", errRealign, err)
+	return fmt.Errorf("%w: %w", errRealign, err)
 }
 
 // abortOpen aborts every open mirrored transaction and waits for the
@@ -292,13 +293,13 @@ func (r *runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
 	}
 	raw, err := kgo.DefaultDecompressor().Decompress(b[batch.HeaderSize:], kgo.CompressionCodecType(h.Codec()))
 	if err != nil {
-		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: decompress batch at %d: %v", ErrBadSourceBatch, h.BaseOffset, err)}
+		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: decompress batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)}
 	}
 	byDelta := make(map[int32]kmsg.Record, h.RecordCount)
 	for i := int32(0); i < h.RecordCount; i++ {
 		var rec kmsg.Record
 		if err := rec.ReadFrom(raw); err != nil {
-			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: record %d of batch at %d: %v", ErrBadSourceBatch, i, h.BaseOffset, err)}
+			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: record %d of batch at %d: %w", ErrBadSourceBatch, i, h.BaseOffset, err)}
 		}
 		raw = raw[len(rec.AppendTo(nil)):]
 		byDelta[rec.OffsetDelta] = rec

@@ -288,7 +288,7 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 		}
 		bs, partialAt, err := splitFrom(res.records, offset)
 		if err != nil {
-			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %v", ErrBadSourceBatch, offset, err)}
+			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %w", ErrBadSourceBatch, offset, err)}
 		}
 		if len(bs) == 0 && partialAt >= 0 && r.maxBytes < maxFetchBytes {
 			// One batch is larger than asked for: ask again for more.
