@@ -143,14 +143,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 		case partition.Persist:
 			r.persistStatus(ctx, a.Status)
 		case partition.Emit:
-			lvl := LevelInfo
-			switch a.Severity {
-			case partition.SeverityWarn:
-				lvl = LevelWarn
-			case partition.SeverityError:
-				lvl = LevelError
-			}
-			r.m.e.emitState(lvl, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
+			r.m.e.emitState(a.Severity, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
 		case partition.ScheduleRetry:
 			if r.retry != nil {
 				r.retry.Stop()
