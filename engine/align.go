@@ -74,8 +74,7 @@ func (r *runner) align(ctx context.Context) error {
 			return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: base, Actual: dstEnd, Cause: ErrDiverged}
 		}
 		if dstEnd > dstStart {
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
-				fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
+			r.emit(LevelWarn, fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
 		}
 		r.fillTo, r.deleteTo = base, srcStart
 	default:

@@ -113,8 +113,7 @@ func (r *runner) checkFailback(ctx context.Context, dstEnd int64) (anchor, error
 	}
 	if r.rare == nil || r.rare.failbackFrom == "" {
 		r.rarely().failbackFrom = def.Name
-		r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
-			fmt.Sprintf("failback from mirror %s: last mirrored offset %d, copying the delta from %d", def.Name, rec.LastOffset, dstEnd))
+		r.emit(LevelInfo, fmt.Sprintf("failback from mirror %s: last mirrored offset %d, copying the delta from %d", def.Name, rec.LastOffset, dstEnd))
 	}
 	return anchor{offset: rec.LastOffset, epoch: rec.LastEpoch}, nil
 }

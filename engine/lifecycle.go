@@ -125,7 +125,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 	next, acts, err := partition.Apply(r.st, ev)
 	if err != nil {
 		if !errors.Is(err, partition.ErrStale) && isCommand(ev) {
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, err.Error())
+			r.emit(LevelWarn, err.Error())
 		}
 		return
 	}
@@ -353,7 +353,7 @@ func (r *runner) realign(ctx context.Context, err error) error {
 		r.retrying("realigning: " + err.Error())
 		cause, _, _ := r.classify(err)
 		r.m.realigns.add(cause)
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
+		r.emit(LevelWarn, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()
 		}
@@ -491,6 +491,11 @@ func (r *runner) backoff() time.Duration {
 	d := r.m.cfg.RetryInitial << min(r.attempt, 20)
 	d = min(d, r.m.cfg.RetryMax)
 	return time.Duration(rand.Float64() * float64(d))
+}
+
+// emit tells an event about this partition.
+func (r *runner) emit(level EventLevel, msg string) {
+	r.m.e.emit(level, r.m.cfg.Name, r.topic, r.partition, msg)
 }
 
 // wait waits d or until ctx ends; it reports whether ctx is still live.

@@ -222,7 +222,7 @@ func (r *runner) maybeDelete(ctx context.Context) error {
 	if err := r.m.e.deleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
 		return err
 	}
-	r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
+	r.emit(LevelInfo, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
 	r.deleteTo = 0
 	return nil
 }
@@ -263,7 +263,7 @@ func (r *runner) fill(ctx context.Context, to int64) error {
 func (r *runner) stop(ctx context.Context) error {
 	r.dropFetch()
 	if err := r.drain(ctx); err != nil && !isTransient(err) {
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "stopping: "+err.Error())
+		r.emit(LevelWarn, "stopping: "+err.Error())
 	}
 	if err := r.abortOpen(ctx); err != nil {
 		return err

@@ -115,8 +115,7 @@ func (r *runner) continueRecorded(ctx context.Context) error {
 	if !ok || rec.Step.Finished() {
 		return nil
 	}
-	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
-		fmt.Sprintf("continuing the rebuild of %s recorded at step %s by %s (quarantine %s)", r.topic, rec.Step, rec.Owner, rec.Quarantine))
+	r.emit(LevelWarn, fmt.Sprintf("continuing the rebuild of %s recorded at step %s by %s (quarantine %s)", r.topic, rec.Step, rec.Owner, rec.Quarantine))
 	rec, err := r.m.continueRebuild(ctx, r.persist, rec, true)
 	if errors.Is(err, errRebuildAbandoned) {
 		return nil // nothing was deleted: alignment says what the topic holds

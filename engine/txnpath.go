@@ -73,8 +73,7 @@ func (r *runner) forgetOwnAborts(ctx context.Context, m *txn.Mapper, err error) 
 		if h.BaseOffset == ab.MarkerOffset && h.IsControl() && h.ProducerID == ab.SourcePID {
 			if commit, cerr := txn.ParseControl(b); cerr == nil && !commit {
 				m.Forget(ab.SourcePID)
-				r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
-					fmt.Sprintf("mirrored abort at offset %d was already on the destination before the restart", ab.MarkerOffset))
+				r.emit(LevelInfo, fmt.Sprintf("mirrored abort at offset %d was already on the destination before the restart", ab.MarkerOffset))
 				continue
 			}
 		}
@@ -230,7 +229,7 @@ func (r *runner) abortOpen(ctx context.Context) error {
 		return fmt.Errorf("abort open mirrored transactions: %w", err)
 	}
 	if n > 0 {
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("aborted %d open mirrored transactions", n))
+		r.emit(LevelWarn, fmt.Sprintf("aborted %d open mirrored transactions", n))
 	}
 	r.persistTxnsIfChanged(ctx)
 	return nil
@@ -250,7 +249,7 @@ func (r *runner) warnPausedTxns(ctx context.Context) {
 	if at.IsZero() {
 		when = fmt.Sprintf("once the destination's transaction.max.timeout.ms has passed since each began (the coordinator did not say when: %v)", err)
 	}
-	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf(
+	r.emit(LevelWarn, fmt.Sprintf(
 		"paused with %d open mirrored transactions: they will be aborted by the destination %s unless resumed and ended by the source before then; after that the partition fails and needs --recover --rebuild",
 		n, when))
 }
