@@ -133,7 +133,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 		}
 	}
 	if p.BaseOffset != f.base {
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: f.base, Actual: p.BaseOffset, Cause: ErrForeignWrite}
+		return r.mismatch(f.base, p.BaseOffset, ErrForeignWrite)
 	}
 	r.m.observeAppend(f, f.pending.CompletedAt())
 	r.acked = f.next
@@ -149,7 +149,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 func (r *runner) classifyProduceErr(base int64, err error) error {
 	switch appendFailureOf(err) {
 	case failFenced:
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)}
+		return r.failuref("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)
 	case failUnknown:
 		return r.unknownOutcome(base, err)
 	case failWriter:
@@ -161,7 +161,7 @@ func (r *runner) classifyProduceErr(base int64, err error) error {
 		// bypasses ACLs.
 		err = fmt.Errorf("%w (with mirror.destination.write.guard=acl kmirror's destination principal must be in the destination's super.users)", err)
 	}
-	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("append at %d: %w", base, err)}
+	return r.failuref("append at %d: %w", base, err)
 }
 
 // unknownOutcome is the error of an append the broker may or may not have

@@ -143,7 +143,7 @@ func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) er
 	}
 	commit, err := txn.ParseControl(b)
 	if err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: control batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)}
+		return r.failuref("%w: control batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
 	}
 	m, err := r.mapper(ctx)
 	if err != nil {
@@ -193,11 +193,11 @@ func (r *runner) txnError(err error) error {
 		}
 		return ta
 	case errors.Is(err, txn.ErrMarkerMisplaced):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %w", ErrForeignWrite, err)}
+		return r.failuref("%w: %w", ErrForeignWrite, err)
 	case errors.Is(err, txn.ErrLoneMarker), errors.Is(err, txn.ErrUnsupported):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %w", ErrUnsupported, err)}
+		return r.failuref("%w: %w", ErrUnsupported, err)
 	case errors.Is(err, txn.ErrBadControl):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %w", ErrBadSourceBatch, err)}
+		return r.failuref("%w: %w", ErrBadSourceBatch, err)
 	case errors.Is(err, errRealign):
 		return err
 	}
@@ -262,7 +262,7 @@ var gapKey = []byte("__kmirror_gap")
 // destination position up to to, which the source no longer holds.
 func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
 	if !r.m.cfg.GapFill {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)}
+		return r.failuref("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)
 	}
 	for r.pos < to {
 		n := min(to-r.pos, fillerRecords)
@@ -288,17 +288,17 @@ func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
 // the only batches kmirror ever recompresses; they are counted as fillers.
 func (r *runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
 	if !r.m.cfg.GapFill {
-		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)}
+		return nil, r.failuref("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)
 	}
 	raw, err := kgo.DefaultDecompressor().Decompress(b[batch.HeaderSize:], kgo.CompressionCodecType(h.Codec()))
 	if err != nil {
-		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: decompress batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)}
+		return nil, r.failuref("%w: decompress batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
 	}
 	byDelta := make(map[int32]kmsg.Record, h.RecordCount)
 	for i := int32(0); i < h.RecordCount; i++ {
 		var rec kmsg.Record
 		if err := rec.ReadFrom(raw); err != nil {
-			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: record %d of batch at %d: %w", ErrBadSourceBatch, i, h.BaseOffset, err)}
+			return nil, r.failuref("%w: record %d of batch at %d: %w", ErrBadSourceBatch, i, h.BaseOffset, err)
 		}
 		raw = raw[len(rec.AppendTo(nil)):]
 		byDelta[rec.OffsetDelta] = rec

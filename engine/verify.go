@@ -61,8 +61,7 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 	from := dstStart
 	if a.offset >= 0 {
 		if dstEnd < a.offset+1 {
-			return a, &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: a.offset + 1, Actual: dstEnd,
-				Cause: fmt.Errorf("%w: its log ends at %d, below the %d offsets already mirrored (an unclean leader election on the destination, or the topic deleted and recreated)", ErrDestinationLost, dstEnd, a.offset+1)}
+			return a, r.mismatch(a.offset+1, dstEnd, fmt.Errorf("%w: its log ends at %d, below the %d offsets already mirrored (an unclean leader election on the destination, or the topic deleted and recreated)", ErrDestinationLost, dstEnd, a.offset+1))
 		}
 		from = max(a.offset, dstStart)
 	}
@@ -285,7 +284,7 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 		}
 		bs, partialAt, err := splitFrom(res.records, offset)
 		if err != nil {
-			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %w", ErrBadSourceBatch, offset, err)}
+			return nil, r.failuref("%w at %d: %w", ErrBadSourceBatch, offset, err)
 		}
 		if len(bs) == 0 && partialAt >= 0 && r.maxBytes < maxFetchBytes {
 			// One batch is larger than asked for: ask again for more.
