@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/internal/backoff"
@@ -440,7 +439,8 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 		return
 	}
 	rec := r.record(st)
-	for attempt := 0; ; attempt++ {
+	b := backoff.Backoff{Policy: persistPolicy}
+	for {
 		// A record written by an instance the group replaced would
 		// contradict the new owner's.
 		if r.m.e.gate.wait(ctx) != nil {
@@ -451,7 +451,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 			return
 		}
 		r.stats.setError("persist state: "+err.Error(), true)
-		if !r.wait(ctx, min(time.Duration(100<<min(attempt, 6))*time.Millisecond, 5*time.Second)) {
+		if !r.wait(ctx, b.Next(r.m.e.jitter)) {
 			return
 		}
 	}
@@ -486,12 +486,18 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 	return rec
 }
 
-// backoff is the capped full-jitter exponential delay for the current attempt.
+// backoff is the delay before a retry inside MIRRORING: the mirror's retry
+// policy, with the engine's jitter. r.attempt is already counted, and the
+// first retry waits up to twice RetryInitial, as it always has.
 func (r *runner) backoff() time.Duration {
-	d := r.m.cfg.RetryInitial << min(r.attempt, 20)
-	d = min(d, r.m.cfg.RetryMax)
-	return time.Duration(rand.Float64() * float64(d))
+	p := backoff.Policy{Initial: r.m.cfg.RetryInitial, Max: r.m.cfg.RetryMax}
+	return p.Delay(int(r.attempt)+1, r.m.e.jitter())
 }
+
+// persistPolicy spaces the attempts to write the partition's record while
+// __mirror_state does not take it: its ceilings are twice the fixed waits
+// it replaced (100ms doubling up to 5s), so a wait is as long on average.
+var persistPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second}
 
 // emit tells an event about this partition.
 func (r *runner) emit(level EventLevel, msg string) {

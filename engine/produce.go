@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/wire"
 )
@@ -258,6 +259,13 @@ func (r *runner) fill(ctx context.Context, to int64) error {
 	return nil
 }
 
+// stopInitRetries and stopInitPolicy bound the retries of the epoch bump a
+// stop ends with: five attempts, the ceilings of their waits twice the
+// fixed 100ms, 200ms, 400ms and 800ms they replaced.
+const stopInitRetries = 4
+
+var stopInitPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1600 * time.Millisecond}
+
 // stop is STOPPING: no more fetches, bump the writer epoch so no zombie
 // append can land, then STOPPED. It needs only the destination.
 func (r *runner) stop(ctx context.Context) error {
@@ -272,7 +280,8 @@ func (r *runner) stop(ctx context.Context) error {
 	// recorded one, before the bump below (which keeps the id unless the
 	// broker expired it).
 	before := r.writer.ProducerID
-	for attempt := 0; ; attempt++ {
+	b := backoff.Backoff{Policy: stopInitPolicy}
+	for {
 		// Only the epoch bump: a foreign write is reported by the next
 		// alignment, and a stop of thousands of partitions must not read
 		// every partition's log end.
@@ -280,10 +289,10 @@ func (r *runner) stop(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if attempt >= 4 {
+		if b.Attempt() >= stopInitRetries {
 			return err
 		}
-		if !r.wait(ctx, 100*time.Millisecond<<attempt) {
+		if !r.wait(ctx, b.Next(r.m.e.jitter)) {
 			return ctx.Err()
 		}
 	}

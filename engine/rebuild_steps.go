@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -378,7 +377,7 @@ func (m *mirror) rebuildRecreate(ctx context.Context, sink *stateSink, rec *stor
 		if err == nil || ctx.Err() != nil || b.Attempt() >= 10 {
 			break
 		}
-		if backoff.Sleep(ctx, b.Next(rand.Float64)) != nil {
+		if backoff.Sleep(ctx, b.Next(m.e.jitter)) != nil {
 			break
 		}
 	}
