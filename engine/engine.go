@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now, base: cfg.Now(), dst: dst, destID: meta.clusterID,
 		mirrors: make(map[string]*mirror), gate: newGate(),
 	}
-	dst.gate = e.gate
+	dst.gate, dst.jitter = e.gate, cfg.Jitter
 	// One destination metadata cache, on the engine's clock, for every
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
@@ -204,6 +204,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	if err != nil {
 		return nil, err
 	}
+	src.jitter = e.cfg.Jitter
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
 	defer cancel()
 	meta, err := src.metadata(cctx, []string{})
