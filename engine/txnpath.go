@@ -33,7 +33,7 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 	}
 	m := txn.New(txn.Config{
 		Mirror: r.m.cfg.Name, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
-		Client: r.m.e.dst.cl, TxnTimeout: timeout, Now: r.m.e.now, Logger: r.m.e.log,
+		Client: r.m.e.dst.cl, TxnTimeout: timeout, Now: r.m.e.now, Jitter: r.m.e.jitter, Logger: r.m.e.log,
 	})
 	// Restoring, like every transaction request below, bumps or ends a
 	// mapped producer: not for an instance the group may have replaced.
