@@ -18,6 +18,7 @@ import (
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/drill"
 	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/props"
 )
@@ -130,7 +131,7 @@ func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	if err := eng.Control(ctx, engine.Command{Kind: engine.CmdPause, Mirror: "a-to-b", Topics: []string{"payments"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitStates(t, eng, "payments", partition.Paused)
+	states.Wait(t, stepWait, eng, states.Select{Topic: "payments"}, partition.Paused)
 	enginetest.Produce(t, prodA, "payments", 2, 10, "unmirrored")
 	fl.keys("x")
 	at = step(at, "the outage confirmed", "✓ 3 Outage", "A still answers", "DR DRILL  step 4/8")
@@ -141,7 +142,7 @@ func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	at = step(at, "the typed confirmation", "Type a-to-b and press enter")
 	fl.tm.Type("a-to-b")
 	fl.keys("enter")
-	waitStates(t, eng, "", partition.Stopped)
+	states.Wait(t, stepWait, eng, states.Select{}, partition.Stopped)
 	fl.keys("n")
 	at = step(at, "failover passed", "✓ 4 Failover", "[ ] Point your producers", "x done: tick step 5")
 
@@ -233,24 +234,4 @@ func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	if err != nil || !strings.Contains(string(md), "| RPO (records) | 20 offsets on A") || !strings.Contains(string(md), "[x] Take A away") {
 		t.Errorf("Markdown report (%v):\n%s", err, md)
 	}
-}
-
-// waitStates waits until every partition of topic ("" for all) of the
-// engine's mirrors is in st.
-func waitStates(t *testing.T, eng *engine.Engine, topic string, st partition.State) {
-	t.Helper()
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		var got []string
-		ok := true
-		for _, m := range eng.Snapshot().Mirrors {
-			for _, p := range m.Partitions {
-				if topic != "" && p.Topic != topic {
-					continue
-				}
-				got = append(got, fmt.Sprintf("%s/%d %s", p.Topic, p.Partition, p.State))
-				ok = ok && p.State == st
-			}
-		}
-		return ok && len(got) > 0, strings.Join(got, ", ")
-	})
 }

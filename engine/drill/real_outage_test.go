@@ -23,6 +23,7 @@ import (
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/drill"
 	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/props"
 )
@@ -153,7 +154,7 @@ func runToSwitch(t *testing.T, how sourceLoss, openTxn bool) *outage {
 	if err := o.eng.Control(ctx, engine.Command{Kind: engine.CmdPause, Mirror: "a-to-b", Topics: []string{"payments"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitStates(t, o.eng, "payments", partition.Paused)
+	states.Wait(t, stepWait, o.eng, states.Select{Topic: "payments"}, partition.Paused)
 	enginetest.Produce(t, prodA, "payments", 2, 10, "unmirrored")
 	if openTxn {
 		txp := o.src.Client(t, append(enginetest.ProducerOpts("none", true), kgo.TransactionalID("billing-writer"))...)
@@ -190,7 +191,7 @@ func runToSwitch(t *testing.T, how sourceLoss, openTxn bool) *outage {
 			t.Errorf("failover lines have no STOPPED line for %s:\n%s", k, strings.Join(lines, "\n"))
 		}
 	}
-	waitStates(t, o.eng, "", partition.Stopped)
+	states.Wait(t, stepWait, o.eng, states.Select{}, partition.Stopped)
 
 	// The clients move to B: a producer writes orders there and the group
 	// commits beyond the synced offset.
@@ -398,24 +399,4 @@ func testSourceBack(t *testing.T, how sourceLoss) {
 	if !slices.ContainsFunc(rep.Anomalies, func(a string) bool { return strings.Contains(a, "lost in the failover: 20 offsets") }) {
 		t.Errorf("anomalies %q, want the loss", rep.Anomalies)
 	}
-}
-
-// waitStates waits until every partition of topic ("" for all) of the
-// engine's mirrors is in st.
-func waitStates(t *testing.T, eng *engine.Engine, topic string, st partition.State) {
-	t.Helper()
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		var got []string
-		ok := true
-		for _, m := range eng.Snapshot().Mirrors {
-			for _, p := range m.Partitions {
-				if topic != "" && p.Topic != topic {
-					continue
-				}
-				got = append(got, fmt.Sprintf("%s/%d %s", p.Topic, p.Partition, p.State))
-				ok = ok && p.State == st
-			}
-		}
-		return ok && len(got) > 0, strings.Join(got, ", ")
-	})
 }
