@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,6 +127,26 @@ func Produce(t testing.TB, cl *kgo.Client, topic string, partitions int32, n int
 type RawBatch struct {
 	Header  batch.Header
 	Payload []byte // the records section, still compressed
+}
+
+// ProduceInBackground writes n records to each partition of each topic,
+// round after round, until stop is closed; wait on the group it returns
+// after closing stop.
+func ProduceInBackground(t testing.TB, cl *kgo.Client, partitions int32, n int, stop <-chan struct{}, topics ...string) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, topic := range topics {
+				Produce(t, cl, topic, partitions, n, fmt.Sprintf("bg-%d", round))
+			}
+		}
+	})
+	return &wg
 }
 
 // Offsets returns a partition's log start and end.
