@@ -3,10 +3,7 @@ package tui
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,10 +14,10 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/engine/drill/drilltest"
 	"github.com/kmirror/kmirror/engine/enginetest"
 	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/props"
 )
 
 // stepWait bounds a drill step against in-process clusters: alignment,
@@ -38,70 +35,8 @@ const stepWait = 90 * time.Second
 func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	ctx := t.Context()
 	src, dst := enginetest.Pair(t)
-	src.CreateTopic(t, "orders", 3, nil)
-	src.CreateTopic(t, "payments", 2, nil)
-	prodA := src.Client(t, enginetest.ProducerOpts("zstd", true)...)
-	enginetest.Produce(t, prodA, "orders", 3, 50, "before")
-	enginetest.Produce(t, prodA, "payments", 2, 20, "before")
-	billing := kadm.Offsets{}
-	for p, at := range []int64{30, 40, 50} {
-		billing.AddOffset("orders", int32(p), at, -1)
-	}
-	if _, err := src.Admin(t).CommitOffsets(ctx, "billing", billing); err != nil {
-		t.Fatal(err)
-	}
-
-	adm, err := engine.NewAdmin(ctx, dst.Addrs(), nil, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	cfg := props.FromMap(map[string]string{
-		props.KeyBootstrapServers: strings.Join(src.Addrs(), ","),
-		props.KeyMetadataRefresh:  "200",
-	})
-	if _, err := adm.CreateMirror(ctx, "a-to-b", cfg, false); err != nil {
-		t.Fatal(err)
-	}
-	sel, err := engine.ParseTopics("orders,payments")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(ctx, engine.Config{Destination: dst.Addrs(), Instance: "drill-console",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Close)
-	if err := eng.Join(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The group's offsets reach B before the drill starts, so the switch
-	// has a synced position to resume from.
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		for _, m := range eng.Snapshot().Mirrors {
-			for _, g := range m.Groups {
-				if g.Group == "billing" && len(g.Partitions) == 3 && !g.LastSync.IsZero() {
-					return true, ""
-				}
-			}
-		}
-		return false, fmt.Sprintf("billing not synced: %+v", eng.Snapshot().Mirrors)
-	})
-
-	target, err := drill.RealTarget(drill.RealConfig{Bootstrap: dst.Addrs(), Poll: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "drill")
-	d, err := drill.New(drill.Config{Target: target, Engine: eng, Mirror: "a-to-b", ReportPath: path, StepTimeout: stepWait})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	rd := drilltest.NewReal(t, src, dst, "drill-console", stepWait)
+	eng, d, path, prodA := rd.Engine, rd.Drill, rd.ReportPath, rd.Producer
 
 	f := newFrames()
 	m := newModel(ctx, eng, Options{Drill: d, Tick: MinTick})
