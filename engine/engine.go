@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -251,14 +252,16 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	return m, nil
 }
 
+// mirrorList returns the mirrors the engine runs now, in no order.
+func (e *Engine) mirrorList() []*mirror {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Values(e.mirrors))
+}
+
 // Snapshot returns a copy of the engine's state.
 func (e *Engine) Snapshot() Snapshot {
-	e.mu.Lock()
-	ms := make([]*mirror, 0, len(e.mirrors))
-	for _, m := range e.mirrors {
-		ms = append(ms, m)
-	}
-	e.mu.Unlock()
+	ms := e.mirrorList()
 	slices.SortFunc(ms, func(a, b *mirror) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
 	s := Snapshot{
 		Taken:       e.now(),
