@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -237,20 +236,7 @@ func TestConsoleObservesWithoutJoining(t *testing.T) {
 
 	// Traffic all along, so the rates and lag have something to show.
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	prod := s.src.Client(t, enginetest.ProducerOpts("lz4", true)...)
-	wg.Go(func() {
-		for round := 0; ; round++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for _, topic := range topics {
-				enginetest.Produce(t, prod, topic, 2, 10, fmt.Sprintf("r%d", round))
-			}
-		}
-	})
+	wg := enginetest.ProduceInBackground(t, s.src.Client(t, enginetest.ProducerOpts("lz4", true)...), 2, 10, stop, topics...)
 	defer func() { close(stop); wg.Wait() }()
 
 	// Read-only: nothing written, the group untouched.

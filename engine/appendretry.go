@@ -134,8 +134,7 @@ func (r *runner) appendFailed(ctx context.Context, f inflight, err error) error 
 // broker never sees a sequence ahead of a missing one.
 func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause error) error {
 	r.stats.setError(cause.Error(), true)
-	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
-		fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, appendRetries, cause))
+	r.emit(LevelWarn, fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, appendRetries, cause))
 	at := r.m.e.now()
 	p := backoff.Policy{Initial: r.m.cfg.RetryInitial, Max: min(r.m.cfg.RetryMax, appendRetryMax)}
 	if !r.wait(ctx, p.Delay(attempt, r.m.e.jitter())) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -29,6 +30,9 @@ type cluster struct {
 	// gate holds back fencing while the instance may have lost its shards
 	// (see ownerGate); nil for a cluster kmirror does not write to.
 	gate *ownerGate
+	// jitter draws the full-jitter fraction of the cluster's own retries
+	// (an engine's clusters use Config.Jitter).
+	jitter func() float64
 }
 
 // newCluster connects to a cluster. opts carry security settings.
@@ -50,7 +54,7 @@ func newCluster(name string, bootstrap []string, clientID string, opts ...kgo.Op
 	if err != nil {
 		return nil, fmt.Errorf("%s cluster: %w", name, err)
 	}
-	c := &cluster{name: name, cl: cl, adm: kadm.NewClient(cl)}
+	c := &cluster{name: name, cl: cl, adm: kadm.NewClient(cl), jitter: rand.Float64}
 	c.leaders = newMetaCache(c, []string{}, time.Now)
 	return c, nil
 }
@@ -222,13 +226,16 @@ func retriable(err error) bool {
 const (
 	// txnCoordinatorType is FindCoordinator's key type of a transactional id.
 	txnCoordinatorType int8 = 1
-	// initPIDRetries, initPIDBackoff and initPIDMaxBackoff bound the
-	// retries of an InitProducerID whose coordinator moved or is not
-	// ready: six attempts, about 2.5s of waits in all.
-	initPIDRetries    = 5
-	initPIDBackoff    = 100 * time.Millisecond
-	initPIDMaxBackoff = time.Second
+	// initPIDRetries bounds the retries of an InitProducerID whose
+	// coordinator moved or is not ready: six attempts, with about 2.5s of
+	// waits in all (initPIDPolicy).
+	initPIDRetries = 5
 )
+
+// initPIDPolicy spaces InitProducerID's retries: ceilings of 200ms doubling
+// up to 2s, twice the fixed 100ms..1s waits they replaced, so a wait is as
+// long on average.
+var initPIDPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}
 
 // initProducerID acquires txnID's producer id with a bumped epoch, which
 // fences any older holder of the id, sending InitProducerID straight to the
@@ -256,7 +263,7 @@ func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs in
 		if known && attempt == 0 {
 			continue // the coordinator kept from an earlier call moved: look it up now
 		}
-		if backoff.Sleep(ctx, min(initPIDBackoff<<attempt, initPIDMaxBackoff)) != nil {
+		if backoff.Sleep(ctx, initPIDPolicy.Delay(attempt+1, c.jitter())) != nil {
 			return nil, ctx.Err()
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -131,7 +132,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now, base: cfg.Now(), dst: dst, destID: meta.clusterID,
 		mirrors: make(map[string]*mirror), gate: newGate(),
 	}
-	dst.gate = e.gate
+	dst.gate, dst.jitter = e.gate, cfg.Jitter
 	// One destination metadata cache, on the engine's clock, for every
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
@@ -204,6 +205,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	if err != nil {
 		return nil, err
 	}
+	src.jitter = e.cfg.Jitter
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
 	defer cancel()
 	meta, err := src.metadata(cctx, []string{})
@@ -250,14 +252,16 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	return m, nil
 }
 
+// mirrorList returns the mirrors the engine runs now, in no order.
+func (e *Engine) mirrorList() []*mirror {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Values(e.mirrors))
+}
+
 // Snapshot returns a copy of the engine's state.
 func (e *Engine) Snapshot() Snapshot {
-	e.mu.Lock()
-	ms := make([]*mirror, 0, len(e.mirrors))
-	for _, m := range e.mirrors {
-		ms = append(ms, m)
-	}
-	e.mu.Unlock()
+	ms := e.mirrorList()
 	slices.SortFunc(ms, func(a, b *mirror) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
 	s := Snapshot{
 		Taken:       e.now(),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/internal/backoff"
@@ -125,7 +124,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 	next, acts, err := partition.Apply(r.st, ev)
 	if err != nil {
 		if !errors.Is(err, partition.ErrStale) && isCommand(ev) {
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, err.Error())
+			r.emit(LevelWarn, err.Error())
 		}
 		return
 	}
@@ -143,14 +142,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 		case partition.Persist:
 			r.persistStatus(ctx, a.Status)
 		case partition.Emit:
-			lvl := LevelInfo
-			switch a.Severity {
-			case partition.SeverityWarn:
-				lvl = LevelWarn
-			case partition.SeverityError:
-				lvl = LevelError
-			}
-			r.m.e.emitState(lvl, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
+			r.m.e.emitState(a.Severity, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
 		case partition.ScheduleRetry:
 			if r.retry != nil {
 				r.retry.Stop()
@@ -360,7 +352,7 @@ func (r *runner) realign(ctx context.Context, err error) error {
 		r.retrying("realigning: " + err.Error())
 		cause, _, _ := r.classify(err)
 		r.m.realigns.add(cause)
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
+		r.emit(LevelWarn, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()
 		}
@@ -430,7 +422,7 @@ func (r *runner) classify(err error) (partition.Cause, bool, error) {
 		// Whatever failed, the source does not answer: say so, and keep
 		// retrying for as long as the outage lasts.
 		cause = partition.CauseSourceUnreachable
-		err = fmt.Errorf("%w (%v)", r.m.sourceDown(), err)
+		err = fmt.Errorf("%w (%w)", r.m.sourceDown(), err)
 	case errors.As(err, &pe):
 		retryable = pe.Retryable
 	case isTransient(err):
@@ -447,7 +439,8 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 		return
 	}
 	rec := r.record(st)
-	for attempt := 0; ; attempt++ {
+	b := backoff.Backoff{Policy: persistPolicy}
+	for {
 		// A record written by an instance the group replaced would
 		// contradict the new owner's.
 		if r.m.e.gate.wait(ctx) != nil {
@@ -458,7 +451,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 			return
 		}
 		r.stats.setError("persist state: "+err.Error(), true)
-		if !r.wait(ctx, min(time.Duration(100<<min(attempt, 6))*time.Millisecond, 5*time.Second)) {
+		if !r.wait(ctx, b.Next(r.m.e.jitter)) {
 			return
 		}
 	}
@@ -493,11 +486,22 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 	return rec
 }
 
-// backoff is the capped full-jitter exponential delay for the current attempt.
+// backoff is the delay before a retry inside MIRRORING: the mirror's retry
+// policy, with the engine's jitter. r.attempt is already counted, and the
+// first retry waits up to twice RetryInitial, as it always has.
 func (r *runner) backoff() time.Duration {
-	d := r.m.cfg.RetryInitial << min(r.attempt, 20)
-	d = min(d, r.m.cfg.RetryMax)
-	return time.Duration(rand.Float64() * float64(d))
+	p := backoff.Policy{Initial: r.m.cfg.RetryInitial, Max: r.m.cfg.RetryMax}
+	return p.Delay(int(r.attempt)+1, r.m.e.jitter())
+}
+
+// persistPolicy spaces the attempts to write the partition's record while
+// __mirror_state does not take it: its ceilings are twice the fixed waits
+// it replaced (100ms doubling up to 5s), so a wait is as long on average.
+var persistPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second}
+
+// emit tells an event about this partition.
+func (r *runner) emit(level EventLevel, msg string) {
+	r.m.e.emit(level, r.m.cfg.Name, r.topic, r.partition, msg)
 }
 
 // wait waits d or until ctx ends; it reports whether ctx is still live.

@@ -29,14 +29,17 @@ const (
 	// starts from may be: kadm answered from franz-go's cache, which is
 	// as old as MetadataMinAge (newCluster).
 	leadersMaxAge = 250 * time.Millisecond
-	// listRetries and listBackoff bound the retries of partitions whose
-	// leader moved or did not answer, as kgo.RequestRetries (newCluster)
-	// and franz-go's default backoff did.
+	// listRetries bounds the retries of partitions whose leader moved or
+	// did not answer, as kgo.RequestRetries (newCluster) did.
 	listRetries = 2
-	listBackoff = 250 * time.Millisecond
 	// listTimeoutMillis is the broker-side timeout of a request, kadm's.
 	listTimeoutMillis = 15_000
 )
+
+// listPolicy spaces listOffsets' retries: ceilings twice the fixed 250ms
+// and 500ms waits (franz-go's default backoff) they replaced, so a wait is
+// as long on average.
+var listPolicy = backoff.Policy{Initial: 500 * time.Millisecond, Max: time.Second}
 
 // listedOffset is one partition's answer: its offset, or the error its
 // leader answered.
@@ -86,7 +89,7 @@ func (c *cluster) listOffsets(ctx context.Context, ts int64, topics []string, p 
 		if attempt == listRetries {
 			return out, out.settle(failed)
 		}
-		if backoff.Sleep(ctx, listBackoff<<attempt) != nil {
+		if backoff.Sleep(ctx, listPolicy.Delay(attempt+1, c.jitter())) != nil {
 			return listing{}, ctx.Err()
 		}
 		if meta, err = mc.get(ctx, sent); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/wire"
 )
@@ -133,7 +134,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 		}
 	}
 	if p.BaseOffset != f.base {
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: f.base, Actual: p.BaseOffset, Cause: ErrForeignWrite}
+		return r.mismatch(f.base, p.BaseOffset, ErrForeignWrite)
 	}
 	r.m.observeAppend(f, f.pending.CompletedAt())
 	r.acked = f.next
@@ -149,7 +150,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 func (r *runner) classifyProduceErr(base int64, err error) error {
 	switch appendFailureOf(err) {
 	case failFenced:
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)}
+		return r.failuref("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)
 	case failUnknown:
 		return r.unknownOutcome(base, err)
 	case failWriter:
@@ -161,7 +162,7 @@ func (r *runner) classifyProduceErr(base int64, err error) error {
 		// bypasses ACLs.
 		err = fmt.Errorf("%w (with mirror.destination.write.guard=acl kmirror's destination principal must be in the destination's super.users)", err)
 	}
-	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("append at %d: %w", base, err)}
+	return r.failuref("append at %d: %w", base, err)
 }
 
 // unknownOutcome is the error of an append the broker may or may not have
@@ -222,7 +223,7 @@ func (r *runner) maybeDelete(ctx context.Context) error {
 	if err := r.m.e.deleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
 		return err
 	}
-	r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
+	r.emit(LevelInfo, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
 	r.deleteTo = 0
 	return nil
 }
@@ -258,12 +259,19 @@ func (r *runner) fill(ctx context.Context, to int64) error {
 	return nil
 }
 
+// stopInitRetries and stopInitPolicy bound the retries of the epoch bump a
+// stop ends with: five attempts, the ceilings of their waits twice the
+// fixed 100ms, 200ms, 400ms and 800ms they replaced.
+const stopInitRetries = 4
+
+var stopInitPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1600 * time.Millisecond}
+
 // stop is STOPPING: no more fetches, bump the writer epoch so no zombie
 // append can land, then STOPPED. It needs only the destination.
 func (r *runner) stop(ctx context.Context) error {
 	r.dropFetch()
 	if err := r.drain(ctx); err != nil && !isTransient(err) {
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "stopping: "+err.Error())
+		r.emit(LevelWarn, "stopping: "+err.Error())
 	}
 	if err := r.abortOpen(ctx); err != nil {
 		return err
@@ -272,7 +280,8 @@ func (r *runner) stop(ctx context.Context) error {
 	// recorded one, before the bump below (which keeps the id unless the
 	// broker expired it).
 	before := r.writer.ProducerID
-	for attempt := 0; ; attempt++ {
+	b := backoff.Backoff{Policy: stopInitPolicy}
+	for {
 		// Only the epoch bump: a foreign write is reported by the next
 		// alignment, and a stop of thousands of partitions must not read
 		// every partition's log end.
@@ -280,10 +289,10 @@ func (r *runner) stop(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if attempt >= 4 {
+		if b.Attempt() >= stopInitRetries {
 			return err
 		}
-		if !r.wait(ctx, 100*time.Millisecond<<attempt) {
+		if !r.wait(ctx, b.Next(r.m.e.jitter)) {
 			return ctx.Err()
 		}
 	}

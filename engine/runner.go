@@ -230,7 +230,7 @@ func (r *runner) checkEnd() error {
 		// observed before the last alignment: says nothing now
 	case o.end > r.pos:
 		// pos only grows, so the end read earlier is beyond it then too.
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: o.end, Cause: ErrForeignWrite}
+		return r.mismatch(r.pos, o.end, ErrForeignWrite)
 	case markAt >= r.alignedAt && markAt < at && o.end < mark:
 		// The destination lost acknowledged records: the topic was
 		// deleted and recreated (a rebuild) or truncated. Align again.
@@ -283,7 +283,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 		return nil
 	})
 	if err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at fetch offset %d: %v", ErrBadSourceBatch, res.offset, err)}
+		return r.failuref("%w at fetch offset %d: %w", ErrBadSourceBatch, res.offset, err)
 	}
 	next, nextEpoch := res.offset, r.lastEpoch
 	if n := len(items); n > 0 {
@@ -317,7 +317,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 func (r *runner) fetchFailed(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, kerr.OffsetOutOfRange):
-		return fmt.Errorf("%w: %v", errRealign, err)
+		return fmt.Errorf("%w: %w", errRealign, err)
 	case retriable(err):
 		r.attempt++
 		if r.attempt > maxRealigns {
@@ -334,7 +334,7 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 		r.postWant(ctx, r.fetchPos())
 		return nil
 	}
-	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: err}
+	return r.failure(err)
 }
 
 // appendBatch checks one source batch against the destination position,
@@ -345,10 +345,10 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetc
 	case h.NextOffset() <= r.pos:
 		return nil // already on the destination (the fetch began inside it)
 	case h.BaseOffset < r.pos:
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: h.BaseOffset, Actual: r.pos, Cause: ErrDiverged}
+		return r.mismatch(h.BaseOffset, r.pos, ErrDiverged)
 	}
 	if err := batch.VerifyCRC(b); err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
+		return r.failuref("%w: %w", ErrBadSourceBatch, err)
 	}
 	if h.BaseOffset > r.pos {
 		if err := r.fillGap(ctx, h.BaseOffset, h.BaseTimestamp); err != nil {
