@@ -22,9 +22,27 @@ const (
 	phaseReference = "reference"
 	phaseNaive     = "naive"
 	phaseEngine    = "engine"
+	// The same copies across the link model: from a source behind an
+	// added round trip, and to a replicating destination.
+	phaseNaiveRTT             = "naive_rtt"
+	phaseEngineRTT            = "engine_rtt"
+	phaseEngineProduceLatency = "engine_produce_latency"
 )
 
-var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine}
+// phaseNames are every phase a run may have, in report order.
+var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine, phaseNaiveRTT, phaseEngineRTT, phaseEngineProduceLatency}
+
+// phases are the copy phases of a run with these options.
+func (o options) phases() []string {
+	out := []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine}
+	if o.wan() {
+		out = append(out, phaseNaiveRTT, phaseEngineRTT)
+	}
+	if o.produceLatency > 0 {
+		out = append(out, phaseEngineProduceLatency)
+	}
+	return out
+}
 
 // run is one prepared phase run. work is the measured part; finish
 // verifies the result and frees what prepare set up, outside the
@@ -37,15 +55,22 @@ type run struct {
 // prepare sets up one run of a phase: its clients and a fresh destination
 // topic, so setup costs stay out of the measured window.
 func (b *bench) prepare(ctx context.Context, name string, repeat int) (run, error) {
+	src, dst := b.src.addrs, b.dst.addrs
+	switch name {
+	case phaseNaiveRTT, phaseEngineRTT:
+		src = b.srcWAN
+	case phaseEngineProduceLatency:
+		dst = b.dstReplicated
+	}
 	switch name {
 	case phaseRawFetch:
 		return b.prepareRawFetch(ctx)
 	case phaseReference:
 		return b.prepareReference(ctx, repeat)
-	case phaseNaive:
-		return b.prepareNaive(ctx, repeat)
-	case phaseEngine:
-		return b.prepareEngine(ctx, repeat)
+	case phaseNaive, phaseNaiveRTT:
+		return b.prepareNaive(ctx, name, repeat, src, dst)
+	case phaseEngine, phaseEngineRTT, phaseEngineProduceLatency:
+		return b.prepareEngine(ctx, name, repeat, src, dst)
 	}
 	return run{}, fmt.Errorf("unknown phase %q", name)
 }
@@ -233,9 +258,9 @@ func (b *bench) verifyCopy(ctx context.Context, topic string) error {
 // prepareNaive is phase (c), the baseline kmirror replaces: a franz-go
 // consumer decompresses every record and a franz-go producer recompresses
 // it into new batches, like MirrorMaker 2. Partition numbers are kept.
-func (b *bench) prepareNaive(ctx context.Context, repeat int) (run, error) {
-	topic := fmt.Sprintf("%s-naive-%d", b.data.topic, repeat)
-	cons, err := newClient(b.src.addrs,
+func (b *bench) prepareNaive(ctx context.Context, name string, repeat int, srcAddrs, dstAddrs []string) (run, error) {
+	topic := fmt.Sprintf("%s-%s-%d", b.data.topic, name, repeat)
+	cons, err := newClient(srcAddrs,
 		kgo.ConsumeTopics(b.data.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxPartitionBytes(1<<20),
@@ -243,7 +268,7 @@ func (b *bench) prepareNaive(ctx context.Context, repeat int) (run, error) {
 	if err != nil {
 		return run{}, err
 	}
-	prod, err := newClient(b.dst.addrs,
+	prod, err := newClient(dstAddrs,
 		kgo.ProducerBatchCompression(b.codec),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -314,18 +339,18 @@ func naiveCopy(ctx context.Context, cons, prod *kgo.Client, topic string, total 
 // prepareEngine is phase (d): the kmirror engine mirrors the data set to a
 // fresh destination topic of the same name. The run ends when every
 // destination partition ends where its source does.
-func (b *bench) prepareEngine(ctx context.Context, repeat int) (run, error) {
+func (b *bench) prepareEngine(ctx context.Context, name string, repeat int, srcAddrs, dstAddrs []string) (run, error) {
 	if _, err := createTopic(ctx, b.dstCl, b.data.topic, b.data.partitions, mirrorTopicConfigs); err != nil {
 		return run{}, err
 	}
-	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench"})
+	eng, err := engine.New(ctx, engine.Config{Destination: dstAddrs, Instance: "bench"})
 	if err != nil {
 		_ = deleteTopics(ctx, b.dstCl, b.data.topic)
 		return run{}, fmt.Errorf("start engine: %w", err)
 	}
 	return run{
 		work: func(ctx context.Context) error {
-			err := eng.StartMirror(ctx, b.mirrorConfig(fmt.Sprintf("bench-%d", repeat), b.data.topic))
+			err := eng.StartMirror(ctx, b.mirrorConfig(fmt.Sprintf("bench-%s-%d", name, repeat), srcAddrs, b.data.topic))
 			if err != nil {
 				return err
 			}
@@ -344,10 +369,10 @@ func (b *bench) prepareEngine(ctx context.Context, repeat int) (run, error) {
 
 // mirrorConfig is the configuration of every mirror the bench starts: the
 // engine's defaults unless a tuning flag overrides them.
-func (b *bench) mirrorConfig(name string, topics ...string) engine.MirrorConfig {
+func (b *bench) mirrorConfig(name string, src []string, topics ...string) engine.MirrorConfig {
 	return engine.MirrorConfig{
 		Name:                name,
-		SourceBootstrap:     b.src.addrs,
+		SourceBootstrap:     src,
 		Topics:              topics,
 		MaxInFlight:         b.opts.maxInFlight,
 		NumFetchers:         b.opts.numFetchers,

@@ -28,10 +28,23 @@ type report struct {
 	DestBrokerCPUSPerGB        float64 `json:"dest_broker_cpu_s_per_gb"`       // while the engine copies
 	NaiveDestBrokerCPUSPerGB   float64 `json:"naive_dest_broker_cpu_s_per_gb"` // while the naive mirror copies
 
+	// Across the link model: the engine's throughput from a source
+	// behind the added round trip over its throughput without, the same
+	// for the naive mirror, and the engine's to a replicating
+	// destination over its own without. 0 when the phase did not run.
+	ThroughputRatioRTT50          float64 `json:"throughput_ratio_rtt50"`
+	NaiveThroughputRatioRTT50     float64 `json:"naive_throughput_ratio_rtt50"`
+	ThroughputRatioVsNaiveRTT50   float64 `json:"throughput_ratio_vs_naive_rtt50"`
+	ThroughputRatioProduceLatency float64 `json:"throughput_ratio_produce_latency"`
+
 	LagP50AddedMs float64   `json:"lag_p50_added_ms"` // at half the engine's rate
 	LagP99AddedMs float64   `json:"lag_p99_added_ms"`
 	Lag           lagResult `json:"lag"`
-	LagLight      lagResult `json:"lag_light"` // the same at a tenth of the engine's rate
+	LagLight      lagResult `json:"lag_light"`     // the same at a tenth of the engine's rate
+	LagReference  lagResult `json:"lag_reference"` // the reference copy loop's at the same tenth
+	// LagP99RatioVsReference is the engine's added lag p99 at a tenth
+	// of its rate over the reference copy's under the same load.
+	LagP99RatioVsReference float64 `json:"lag_p99_ratio_vs_reference"`
 
 	// Failover1000PartitionsS is the stop time at the scale point
 	// closest to 1,000 partitions (FailoverPartitions says which).
@@ -42,6 +55,17 @@ type report struct {
 	HeapBytesPerPartition  float64      `json:"heap_bytes_per_partition"`
 	StackBytesPerPartition float64      `json:"stack_bytes_per_partition"`
 	Scale                  []scalePoint `json:"scale"`
+
+	// The largest count of idle partitions (100,000 in a full run;
+	// ScaleMaxPartitions says which): start, idle CPU, stop, and the
+	// heap and goroutines per partition as slopes from the count below
+	// it.
+	ScaleMaxPartitions         int     `json:"scale_max_partitions"`
+	Start100kS                 float64 `json:"start_100k_s"`
+	IdleCPU100kPct             float64 `json:"idle_cpu_100k_pct"`
+	HeapBytesPerPartition100k  float64 `json:"heap_bytes_per_partition_100k"`
+	GoroutinesPerPartition100k float64 `json:"goroutines_per_partition_100k"`
+	Stop100kS                  float64 `json:"stop_100k_s"`
 
 	Goals    []goal  `json:"goals"`
 	ElapsedS float64 `json:"elapsed_s"`
@@ -57,6 +81,10 @@ type configReport struct {
 	MaxInFlight int    `json:"max_inflight"` // 0: the engine's default
 	NumFetchers int    `json:"num_fetchers"` // 0: the engine's default
 	CPUs        int    `json:"cpus"`
+	// The link model of the WAN and replicated-destination phases.
+	RTTMs            float64 `json:"rtt_ms"`
+	BandwidthBPerS   int64   `json:"bandwidth_bytes_per_s"`
+	ProduceLatencyMs float64 `json:"produce_latency_ms"`
 	// Load averages of the machine when the run began and ended (Linux
 	// only, empty elsewhere): other work on a shared machine shows here.
 	LoadAvgStart string `json:"load_avg_start,omitempty"`
@@ -125,7 +153,8 @@ func (b *bench) newReport(samples map[string][]sample) *report {
 	o, wire := b.opts, b.data.wireBytes
 	r := &report{
 		Config: configReport{SizeBytes: o.size, Partitions: o.partitions, Codec: o.codec, Repeats: o.repeats, Quick: o.quick,
-			Brokers: o.brokers, MaxInFlight: o.maxInFlight, NumFetchers: o.numFetchers, CPUs: runtime.NumCPU()},
+			Brokers: o.brokers, MaxInFlight: o.maxInFlight, NumFetchers: o.numFetchers, CPUs: runtime.NumCPU(),
+			RTTMs: ms(o.rtt), BandwidthBPerS: o.bandwidth, ProduceLatencyMs: ms(o.produceLatency)},
 		Data: dataReport{Records: b.data.records, RecordBytes: b.data.recordBytes, WireBytes: wire, Batches: b.data.batches,
 			CompressionRatio: ratio(float64(b.data.recordBytes), float64(wire)), ProduceS: b.data.produceTime.Seconds()},
 		Phases: map[string]phaseReport{},
@@ -153,12 +182,17 @@ func (b *bench) newReport(samples map[string][]sample) *report {
 	r.BytesAllocPerWireByte = e.AllocPerWireByte
 	r.DestBrokerCPUSPerGB = e.DestBrokerCPUSPerGB
 	r.NaiveDestBrokerCPUSPerGB = naive.DestBrokerCPUSPerGB
+	r.ThroughputRatioRTT50 = ratio(r.Phases[phaseEngineRTT].MBPerS, e.MBPerS)
+	r.NaiveThroughputRatioRTT50 = ratio(r.Phases[phaseNaiveRTT].MBPerS, naive.MBPerS)
+	r.ThroughputRatioVsNaiveRTT50 = ratio(r.Phases[phaseEngineRTT].MBPerS, r.Phases[phaseNaiveRTT].MBPerS)
+	r.ThroughputRatioProduceLatency = ratio(r.Phases[phaseEngineProduceLatency].MBPerS, e.MBPerS)
 	return r
 }
 
-func (r *report) setLag(l, light lagResult) {
-	r.Lag, r.LagLight = l, light
+func (r *report) setLag(l, light, ref lagResult) {
+	r.Lag, r.LagLight, r.LagReference = l, light, ref
 	r.LagP50AddedMs, r.LagP99AddedMs = l.P50AddedMs, l.P99AddedMs
+	r.LagP99RatioVsReference = ratio(light.P99AddedMs, ref.P99AddedMs)
 }
 
 func (r *report) setScale(pts []scalePoint) {
@@ -173,7 +207,18 @@ func (r *report) setScale(pts []scalePoint) {
 		}
 	}
 	r.Failover1000PartitionsS, r.FailoverPartitions = best.StopS, best.Partitions
-	first, last := pts[0], pts[len(pts)-1]
+	last := pts[len(pts)-1]
+	r.ScaleMaxPartitions, r.Start100kS, r.IdleCPU100kPct, r.Stop100kS = last.Partitions, last.StartS, last.IdleCPUPercent, last.StopS
+	if len(pts) > 1 {
+		below := pts[len(pts)-2]
+		n := float64(last.Partitions - below.Partitions)
+		r.HeapBytesPerPartition100k = float64(last.HeapBytes-below.HeapBytes) / n
+		r.GoroutinesPerPartition100k = float64(last.Goroutines-below.Goroutines) / n
+	} else {
+		r.HeapBytesPerPartition100k = last.HeapPerPartition
+		r.GoroutinesPerPartition100k = float64(last.Goroutines) / float64(last.Partitions)
+	}
+	first := pts[0]
 	if last.Partitions > first.Partitions {
 		n := float64(last.Partitions - first.Partitions)
 		r.HeapBytesPerPartition = float64(last.HeapBytes-first.HeapBytes) / n
@@ -191,15 +236,36 @@ func abs(x int) int {
 }
 
 // setGoals checks the figures against the engine's targets.
+// Only what was measured has a goal line (--measure).
 func (r *report) setGoals() {
-	r.Goals = []goal{
-		{"throughput vs reference", ">= 0.9x", r.ThroughputRatioVsReference, r.ThroughputRatioVsReference >= 0.9},
-		{"throughput vs naive", ">= 5x", r.ThroughputRatioVsNaive, r.ThroughputRatioVsNaive >= 5},
-		{"CPU per GB vs naive", "<= 1/15 (0.067)", r.CPUPerGBRatioVsNaive, r.CPUPerGBRatioVsNaive > 0 && r.CPUPerGBRatioVsNaive <= 1.0/15},
-		{"bytes allocated per wire byte", "<= 1.1", r.BytesAllocPerWireByte, r.BytesAllocPerWireByte <= 1.1},
-		{"added lag p99 at 50% load (ms)", "<= 15", r.LagP99AddedMs, r.Lag.Samples > 0 && r.LagP99AddedMs <= 15},
-		{fmt.Sprintf("stop of %d partitions (s)", r.FailoverPartitions), "<= 2", r.Failover1000PartitionsS, r.FailoverPartitions > 0 && r.Failover1000PartitionsS <= 2},
-		{"heap per idle partition (bytes)", "<= 2048", r.HeapBytesPerPartition, len(r.Scale) > 0 && r.HeapBytesPerPartition <= 2048},
+	r.Goals = nil
+	if len(r.Phases) > 0 {
+		r.Goals = append(r.Goals,
+			goal{"throughput vs reference", ">= 0.9x", r.ThroughputRatioVsReference, r.ThroughputRatioVsReference >= 0.9},
+			goal{"throughput vs naive", ">= 5x", r.ThroughputRatioVsNaive, r.ThroughputRatioVsNaive >= 5},
+			goal{"CPU per GB vs naive", "<= 1/15 (0.067)", r.CPUPerGBRatioVsNaive, r.CPUPerGBRatioVsNaive > 0 && r.CPUPerGBRatioVsNaive <= 1.0/15},
+			goal{"bytes allocated per wire byte", "<= 1.1", r.BytesAllocPerWireByte, r.BytesAllocPerWireByte <= 1.1},
+		)
+	}
+	if r.ThroughputRatioRTT50 > 0 {
+		r.Goals = append(r.Goals, goal{fmt.Sprintf("throughput with %.0f ms source RTT / without", r.Config.RTTMs), ">= 0.8", r.ThroughputRatioRTT50, r.ThroughputRatioRTT50 >= 0.8})
+	}
+	if r.ThroughputRatioProduceLatency > 0 {
+		r.Goals = append(r.Goals, goal{fmt.Sprintf("throughput with %.0f ms Produce latency / without", r.Config.ProduceLatencyMs), ">= 0.8", r.ThroughputRatioProduceLatency, r.ThroughputRatioProduceLatency >= 0.8})
+	}
+	if r.Lag.TargetMBPerS > 0 {
+		r.Goals = append(r.Goals, goal{"added lag p99 at 10% load / reference's", "<= 2", r.LagP99RatioVsReference,
+			r.LagReference.Samples > 0 && r.LagLight.Samples > 0 && r.LagP99RatioVsReference <= 2})
+	}
+	if n := r.ScaleMaxPartitions; n > 0 {
+		r.Goals = append(r.Goals,
+			goal{fmt.Sprintf("stop of %d partitions (s)", r.FailoverPartitions), "<= 2", r.Failover1000PartitionsS, r.Failover1000PartitionsS <= 2},
+			goal{fmt.Sprintf("start of %d idle partitions (s)", n), "<= 15", r.Start100kS, r.Start100kS <= 15},
+			goal{fmt.Sprintf("idle CPU of %d partitions (%% of a core)", n), "<= 10", r.IdleCPU100kPct, r.IdleCPU100kPct <= 10},
+			goal{fmt.Sprintf("heap per idle partition, slope to %d (bytes)", n), "<= 1024", r.HeapBytesPerPartition100k, len(r.Scale) > 1 && r.HeapBytesPerPartition100k <= 1024},
+			goal{fmt.Sprintf("goroutines per idle partition, slope to %d", n), "<= 0.01 (O(brokers))", r.GoroutinesPerPartition100k, len(r.Scale) > 1 && r.GoroutinesPerPartition100k <= 0.01},
+			goal{fmt.Sprintf("stop of %d partitions (s)", n), "<= 10", r.Stop100kS, r.Stop100kS <= 10},
+		)
 	}
 }
 
@@ -231,15 +297,25 @@ func writeTable(w io.Writer, r *report) error {
 	fmt.Fprintf(&sb, "engine / raw fetch throughput  %.2fx\n", r.ThroughputRatioVsRawFetch)
 	fmt.Fprintf(&sb, "engine / naive CPU per GB      %.3f (1/%.1f)\n", r.CPUPerGBRatioVsNaive, ratio(1, r.CPUPerGBRatioVsNaive))
 	fmt.Fprintf(&sb, "engine / reference CPU per GB  %.2f\n", r.CPUPerGBRatioVsReference)
+	if r.ThroughputRatioRTT50 > 0 {
+		fmt.Fprintf(&sb, "with %.0f ms source RTT / without: engine %.2fx, naive %.2fx; engine / naive there %.2fx\n",
+			r.Config.RTTMs, r.ThroughputRatioRTT50, r.NaiveThroughputRatioRTT50, r.ThroughputRatioVsNaiveRTT50)
+	}
+	if r.ThroughputRatioProduceLatency > 0 {
+		fmt.Fprintf(&sb, "with %.0f ms Produce latency / without: engine %.2fx\n", r.Config.ProduceLatencyMs, r.ThroughputRatioProduceLatency)
+	}
 	for _, l := range []struct {
-		what string
+		who, what string
 		lagResult
-	}{{"half", r.Lag}, {"a tenth of", r.LagLight}} {
-		fmt.Fprintf(&sb, "\nadded lag at %.1f MB/s (target %.1f, %s the engine's rate): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d batches (%d missing)\n",
-			l.AchievedMBPerS, l.TargetMBPerS, l.what, l.P50AddedMs, l.P99AddedMs, l.MaxAddedMs, l.Samples, l.Missing)
+	}{{"engine", "half", r.Lag}, {"engine", "a tenth of", r.LagLight}, {"reference copy", "a tenth of", r.LagReference}} {
+		fmt.Fprintf(&sb, "\n%s: added lag at %.1f MB/s (target %.1f, %s the engine's rate): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d batches (%d missing)\n",
+			l.who, l.AchievedMBPerS, l.TargetMBPerS, l.what, l.P50AddedMs, l.P99AddedMs, l.MaxAddedMs, l.Samples, l.Missing)
 		fmt.Fprintf(&sb, "  a reader of the source itself sees them after p50 %.2f ms, p99 %.2f ms\n", l.SourceP50Ms, l.SourceP99Ms)
 		fmt.Fprintf(&sb, "  Produce round trips in the same window: source p99 %.2f ms; destination probe p50 %.2f ms, p99 %.2f ms\n",
 			l.SourceProduceP99Ms, l.DestProduceP50Ms, l.DestProduceP99Ms)
+		if l.who != "engine" {
+			continue
+		}
 		fmt.Fprintf(&sb, "  the engine's own histograms: fetch answer to Produce sent p50 %.2f ms, p99 %.2f ms; its Produce round trips p50 %.2f ms, p99 %.2f ms\n",
 			l.EngineP50Ms, l.EngineP99Ms, l.EngineAppendP50Ms, l.EngineAppendP99Ms)
 	}
@@ -254,7 +330,8 @@ func writeTable(w io.Writer, r *report) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(&sb, "heap per idle partition (slope): %.0f B, stacks %.0f B\n", r.HeapBytesPerPartition, r.StackBytesPerPartition)
+		fmt.Fprintf(&sb, "heap per idle partition (slope): %.0f B, stacks %.0f B; to %d: %.0f B heap, %.4f goroutines\n",
+			r.HeapBytesPerPartition, r.StackBytesPerPartition, r.ScaleMaxPartitions, r.HeapBytesPerPartition100k, r.GoroutinesPerPartition100k)
 	}
 	sb.WriteString("\ngoals\n")
 	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)

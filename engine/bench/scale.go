@@ -216,7 +216,7 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 	goroutines := runtime.NumGoroutine()
 	name := fmt.Sprintf("idle-%d", n)
 	start := time.Now()
-	if err := eng.StartMirror(ctx, b.mirrorConfig(name, topics...)); err != nil {
+	if err := eng.StartMirror(ctx, b.mirrorConfig(name, b.src.addrs, topics...)); err != nil {
 		return pt, err
 	}
 	// A snapshot of thousands of partitions costs this process several
