@@ -73,6 +73,7 @@ type Engine struct {
 	mirrors map[string]*mirror
 
 	conns  *connPool
+	sinks  *appendSinks // on conns: the Produce requests of every mirror
 	events *eventQueue
 	coord  *coordinator // nil unless the engine joined __mirror_state
 	// gate holds back appends, fencing and state writes while the
@@ -130,6 +131,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
 	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2}, cfg.Now)
+	e.sinks = newAppendSinks(e.conns, cfg.RequestTimeout)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil
@@ -149,6 +151,7 @@ func (e *Engine) Close() {
 	if e.coord != nil {
 		e.coord.close()
 	}
+	e.sinks.close() // after the runners, whose last appends it carries
 	e.conns.close()
 	e.dst.close()
 }
