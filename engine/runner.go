@@ -290,6 +290,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 		next = max(next, items[n-1].h.NextOffset())
 		nextEpoch = items[n-1].h.LeaderEpoch
 		r.stats.setSourceNewest(items[n-1].h.MaxTimestamp)
+		r.sizeFetches(len(res.records), next < res.hwm)
 	} else if partialAt >= 0 {
 		// One batch is larger than we asked for: ask for more next time.
 		r.maxBytes = min(r.maxBytes*2, 64<<20)
@@ -309,6 +310,26 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 		}
 	}
 	return nil
+}
+
+// maxGrownFetchBytes caps how far sizeFetches grows a partition's fetches.
+const maxGrownFetchBytes = 8 << 20
+
+// sizeFetches sizes the partition's next fetches after an answer of n
+// bytes. A partition has one fetch at a time, so it moves at most a fetch
+// per round trip to the source: one still behind after an answer that
+// filled half its size asks for twice as much next time (up to
+// maxGrownFetchBytes), so across a WAN the fetches grow towards the
+// bandwidth-delay product; once caught up it goes back to the configured
+// size.
+func (r *runner) sizeFetches(n int, behind bool) {
+	base := r.m.cfg.PartitionFetchBytes
+	switch {
+	case behind && n >= int(r.maxBytes)/2:
+		r.maxBytes = max(r.maxBytes, min(r.maxBytes*2, maxGrownFetchBytes))
+	case !behind && r.maxBytes > base && n < int(base):
+		r.maxBytes = base
+	}
 }
 
 // fetchFailed handles a fetch error: leader changes and connection loss are
@@ -433,10 +454,10 @@ func (r *runner) oldestDone() <-chan struct{} {
 	if len(r.inflight) == 0 {
 		return nil
 	}
-	if r.inflight[0].pending == nil {
+	if r.inflight[0].call == nil {
 		return closedChan
 	}
-	return r.inflight[0].pending.Done()
+	return r.inflight[0].call.Done()
 }
 
 // closedChan is always ready.
