@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +65,8 @@ type options struct {
 	bandwidth      int64 // bytes per second each way, 0: no cap
 	produceLatency time.Duration
 
-	measure map[string]bool // which measures run: measureCopy, measureLag, measureScale
+	measure    map[string]bool // which measures run: measureCopy, measureLag, measureScale
+	onlyPhases []string        // the copy phases to run (--phases), nil: all the options call for
 
 	scale        []int         // partition counts for the idle heap and stop measures
 	scaleTopic   int           // partitions per topic at scale
@@ -139,6 +141,7 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000,100000; 1000,10000 with --quick)")
 	fs.DurationVar(&o.rtt, "rtt", o.rtt, "round trip added to the source in the WAN phases (0: no such phases unless --bandwidth)")
 	bandwidth := fs.String("bandwidth", "0", "bandwidth cap of the source link in the WAN phases, bytes per second each way (e.g. 100MB; 0: none)")
+	phases := fs.String("phases", "", "copy phases to run, comma-separated (default: all; raw_fetch, reference, naive, engine, naive_rtt, engine_rtt, engine_produce_latency)")
 	measure := fs.String("measure", "copy,lag,scale", "which measures run, comma-separated: copy (the copy phases), lag (needs copy), scale (idle partitions)")
 	fs.DurationVar(&o.produceLatency, "produce-latency", o.produceLatency, "delay of each destination Produce answer, one request per connection at a time, in the replicated-destination phase (0: no such phase)")
 	if err := fs.Parse(args); err != nil {
@@ -192,6 +195,18 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 			return o, fmt.Errorf("--measure: unknown measure %q (want copy, lag, scale)", m)
 		}
 		o.measure[m] = true
+	}
+	if *phases != "" {
+		for ph := range strings.SplitSeq(*phases, ",") {
+			ph = strings.TrimSpace(ph)
+			if !slices.Contains(phaseNames, ph) {
+				return o, fmt.Errorf("--phases: unknown phase %q", ph)
+			}
+			o.onlyPhases = append(o.onlyPhases, ph)
+		}
+		if o.measure[measureLag] && !slices.Contains(o.onlyPhases, phaseEngine) {
+			return o, fmt.Errorf("--phases without engine: the lag measure needs the engine's rate (add --measure copy,scale)")
+		}
 	}
 	if o.measure[measureLag] && !o.measure[measureCopy] {
 		return o, fmt.Errorf("--measure lag needs copy: the load is a fraction of the engine's copy rate")
@@ -411,7 +426,7 @@ func runBench(ctx context.Context, o options) (*report, error) {
 		return b.finishReport(ctx, rep, began, load)
 	}
 	b.progress("producing %s of %s-compressed %d-byte records to %d partitions", humanBytes(o.size), o.codec, o.recordSize, o.partitions)
-	if b.data, err = produceDataset(ctx, b.srcCl, b.src.addrs, "bench-data", o.partitions, b.codec, o.size, o.recordSize); err != nil {
+	if b.data, err = produceDataset(ctx, b.srcCl, "bench-data", o.partitions, b.codec, o.size, o.recordSize); err != nil {
 		return nil, err
 	}
 	if b.data.wireBytes, b.data.batches, err = readAll(ctx, b.srcCl, b.data, nil); err != nil {

@@ -41,6 +41,9 @@ func (o options) phases() []string {
 	if o.produceLatency > 0 {
 		out = append(out, phaseEngineProduceLatency)
 	}
+	if o.onlyPhases != nil {
+		out = slices.DeleteFunc(out, func(ph string) bool { return !slices.Contains(o.onlyPhases, ph) })
+	}
 	return out
 }
 
