@@ -123,7 +123,8 @@ func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 		topicID: r.src.topicID, partition: r.partition,
 		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: lastEpoch,
 		maxBytes: r.maxBytes, gen: r.gen, to: r,
-		behind: offset < r.srcHWM || r.srcHWM < 0,
+		behind:     offset < r.srcHWM || r.srcHWM < 0,
+		mustAnswer: r.attempt > 0,
 	}
 	select {
 	case f.wants <- w:
