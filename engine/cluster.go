@@ -181,7 +181,12 @@ func (c *cluster) offsetAt(ctx context.Context, ts int64, topic string, partitio
 // endOffsets returns the log end offset of every partition of topics; a
 // partition or topic whose offset could not be listed is left out.
 func (c *cluster) endOffsets(ctx context.Context, topics ...string) (map[string]map[int32]int64, error) {
-	l, err := c.listOffsets(ctx, offsetsEnd, topics, -1)
+	return c.endOffsetsAged(ctx, leadersMaxAge, topics...)
+}
+
+// endOffsetsAged is endOffsets starting from leaders at most maxAge old.
+func (c *cluster) endOffsetsAged(ctx context.Context, maxAge time.Duration, topics ...string) (map[string]map[int32]int64, error) {
+	l, err := c.listOffsetsAged(ctx, offsetsEnd, topics, -1, maxAge)
 	if err != nil {
 		return nil, fmt.Errorf("%s list end offsets: %w", c.name, err)
 	}

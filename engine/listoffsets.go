@@ -67,8 +67,13 @@ type listFailure struct {
 // whose leader answers an error that may pass (NOT_LEADER and the like) is
 // retried on fresh metadata.
 func (c *cluster) listOffsets(ctx context.Context, ts int64, topics []string, p int32) (listing, error) {
+	return c.listOffsetsAged(ctx, ts, topics, p, leadersMaxAge)
+}
+
+// listOffsetsAged is listOffsets starting from leaders at most maxAge old.
+func (c *cluster) listOffsetsAged(ctx context.Context, ts int64, topics []string, p int32, maxAge time.Duration) (listing, error) {
 	mc := c.leaderCache(topics)
-	meta, err := c.leadersFor(ctx, mc, topics, p)
+	meta, err := c.leadersFor(ctx, mc, topics, p, maxAge)
 	if err != nil {
 		return listing{}, err
 	}
@@ -109,13 +114,13 @@ func (c *cluster) leaderCache(topics []string) *metaCache {
 	return c.leaders
 }
 
-// leadersFor returns metadata at most leadersMaxAge old that covers
+// leadersFor returns metadata at most maxAge old that covers
 // topics (and partition p of each, when p >= 0), adding the topics the
 // cache does not request yet. Cached metadata that lacks a topic or the
 // partition, or reports an error for the topic, is asked again: the topic
 // may have been created, grown or recreated since.
-func (c *cluster) leadersFor(ctx context.Context, mc *metaCache, topics []string, p int32) (clusterMeta, error) {
-	meta, err := mc.get(ctx, mc.now().Add(-leadersMaxAge))
+func (c *cluster) leadersFor(ctx context.Context, mc *metaCache, topics []string, p int32, maxAge time.Duration) (clusterMeta, error) {
+	meta, err := mc.get(ctx, mc.now().Add(-maxAge))
 	if err != nil {
 		return clusterMeta{}, err
 	}

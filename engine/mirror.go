@@ -491,11 +491,20 @@ func (m *mirror) watch(ctx context.Context) {
 		if len(topics) == 0 {
 			continue
 		}
-		// The source's high watermarks, for every partition: a paused,
-		// failed or stopped partition fetches nothing, and its lag must
-		// still tell the truth.
+		// The source's high watermarks, for the topics with a partition
+		// not mirroring: a paused, failed or stopped partition fetches
+		// nothing, and its lag must still tell the truth; a mirroring
+		// one learns its high watermark from every fetch answer. With
+		// none to list, an uncached Metadata request tells whether the
+		// source answers.
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckInterval*3)
-		srcEnds, err := m.src.endOffsets(sctx, topics...)
+		var srcEnds map[string]map[int32]int64
+		var err error
+		if listed := sourceListed(rs); len(listed) > 0 {
+			srcEnds, err = m.src.endOffsetsAged(sctx, watchLeadersMaxAge, listed...)
+		} else {
+			_, err = m.src.metadata(sctx, []string{})
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -510,7 +519,7 @@ func (m *mirror) watch(ctx context.Context) {
 				r.stats.sourceUnknown()
 			}
 		}
-		ends, err := m.e.dst.endOffsets(ctx, topics...)
+		ends, err := m.e.dst.endOffsetsAged(ctx, watchLeadersMaxAge, topics...)
 		if err != nil {
 			if ctx.Err() == nil {
 				m.e.dstReach.failed(now, err)
@@ -523,10 +532,29 @@ func (m *mirror) watch(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			r.stats.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)})
-			r.poke()
+			if r.stats.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)}) {
+				r.poke()
+			}
 		}
 	}
+}
+
+// watchLeadersMaxAge is how old the leaders the watcher lists offsets with
+// may be: a partition whose leader moved is asked again on fresh metadata,
+// so the watcher need not refresh the metadata of every topic each check
+// (at a hundred thousand partitions, megabytes decoded every second).
+const watchLeadersMaxAge = 30 * time.Second
+
+// sourceListed returns the topics whose source log ends the watcher lists,
+// those with a partition that needs them (needsSourceEnds).
+func sourceListed(rs []*runner) []string {
+	var out []string
+	for _, r := range rs {
+		if (len(out) == 0 || out[len(out)-1] != r.topic) && r.stats.needsSourceEnds() {
+			out = append(out, r.topic)
+		}
+	}
+	return out
 }
 
 // ensureTopics creates missing destination topics with the source's
