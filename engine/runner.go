@@ -116,15 +116,22 @@ func (r *runner) postWant(ctx context.Context, offset int64) {
 }
 
 // post asks the partition's fetcher for records from offset, lastEpoch
-// being the source epoch of the batch before it.
+// being the source epoch of the batch before it, for MIRRORING: while the
+// source has nothing new there the fetcher keeps the want in its fetch
+// session rather than answer it.
 func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
+	r.postAs(ctx, offset, lastEpoch, r.attempt > 0)
+}
+
+// postAs is post; mustAnswer asks for an answer even when it is empty.
+func (r *runner) postAs(ctx context.Context, offset int64, lastEpoch int32, mustAnswer bool) {
 	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
 	w := want{
 		topicID: r.src.topicID, partition: r.partition,
 		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: lastEpoch,
 		maxBytes: r.maxBytes, gen: r.gen, to: r,
 		behind:     offset < r.srcHWM || r.srcHWM < 0,
-		mustAnswer: r.attempt > 0,
+		mustAnswer: mustAnswer,
 	}
 	select {
 	case f.wants <- w:
