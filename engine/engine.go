@@ -72,10 +72,11 @@ type Engine struct {
 	mu      sync.Mutex
 	mirrors map[string]*mirror
 
-	conns  *connPool
-	sinks  *appendSinks // on conns: the Produce requests of every mirror
-	events *eventQueue
-	coord  *coordinator // nil unless the engine joined __mirror_state
+	conns   *connPool
+	sinks   *appendSinks // on conns: the Produce requests of every mirror
+	starter starter      // the runners starting at once (park.go)
+	events  *eventQueue
+	coord   *coordinator // nil unless the engine joined __mirror_state
 	// gate holds back appends, fencing and state writes while the
 	// instance may have lost its shards; always open unless it joined.
 	gate *ownerGate

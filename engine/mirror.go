@@ -320,10 +320,12 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 			slices.Sort(m.topics)
 		}
 		m.mu.Unlock()
-		m.e.wg.Go(func() {
-			defer running.Done()
-			r.run(rctx, initial...)
-		})
+		// The runner's goroutines are counted in the engine's and the
+		// topic's wait groups from here until it exits (exit), across
+		// the goroutines a parked runner is woken in (park.go).
+		r.ctx, r.done = rctx, running
+		m.e.wg.Add(1)
+		m.e.starter.start(r, initial)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -41,6 +43,9 @@ type runner struct {
 	// outstanding: a want is at the fetcher (kept here, next to the
 	// fields above, where it costs no padding)
 	outstanding bool
+	parking     bool        // the loop is to park the runner (park.go)
+	starting    bool        // the runner holds a start slot (starter)
+	parked      atomic.Bool // no goroutine runs the runner: the next wake starts one
 	writer      batch.Writer
 
 	inflight []inflight // issued batches, oldest first
@@ -55,6 +60,9 @@ type runner struct {
 	ackMarkAt time.Duration // ...at this time (sinceBase): a lower bound of what was acked before the next check was read
 	srcHWM    int64         // source high watermark from the last fetch answer, -1 before the first
 	rare      *runnerRare   // nil until needed
+
+	ctx  context.Context // the runner's, for the goroutine a wake starts (park.go)
+	done *sync.WaitGroup // the topic's runners still running, until this one exits
 }
 
 // runnerRare is what few runners need, kept apart so that thousands of
@@ -190,11 +198,12 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 		return r.interruptible(ctx, r.takeFetch)
 	}
 	if len(r.inflight) == 0 {
-		// Idle: one channel to wait on, so the runtime keeps one
-		// waiter for the partition, not one per case; the end of ctx
-		// wakes it too (topicCancel).
-		<-r.in.wake
-		return nil // the next call looks into the inbox
+		// Idle: the runner parks (the end of ctx wakes it too, see
+		// topicCancel), and its next goroutine looks into the inbox.
+		// An idle partition keeps no in-flight array.
+		r.inflight = nil
+		r.parking = true
+		return errParked
 	}
 	select {
 	case <-ctx.Done():

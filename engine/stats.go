@@ -3,6 +3,7 @@ package engine
 import (
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/kmirror/kmirror/engine/partition"
 )
@@ -67,8 +68,11 @@ func (s *partStats) snapshot() PartitionSnapshot {
 }
 
 // setStatus publishes the state machine's status.
-// setTopicIDs publishes the topic ids alignment found on both sides.
+// setTopicIDs publishes the topic ids alignment found on both sides. Every
+// partition of a topic names the same ids: they are kept once (unique),
+// not once per partition.
 func (s *partStats) setTopicIDs(src, dst string) {
+	src, dst = unique.Make(src).Value(), unique.Make(dst).Value()
 	s.mu.Lock()
 	s.ps.SourceTopicID, s.ps.DestTopicID = src, dst
 	s.mu.Unlock()
