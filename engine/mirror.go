@@ -428,7 +428,7 @@ func (m *mirror) topicList() []string {
 // fetcherFor returns the fetcher that serves partition p of a topic led by
 // broker, starting it on first use.
 func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
-	key := fetchKey{mirror: m.cfg.Name, broker: broker, index: fetcherIndex(topic, p, m.cfg.NumFetchers)}
+	key := fetchKey{mirror: m.cfg.Name, broker: broker, index: partitionSlot(topic, p, m.cfg.NumFetchers)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := m.fetchers[key]
@@ -646,8 +646,9 @@ func topicCreateConfigs(srcCfgs kadm.ResourceConfigs, t string) map[string]*stri
 	return want
 }
 
-// fetcherIndex spreads partitions of one broker over the mirror's fetchers.
-func fetcherIndex(topic string, p int32, n int) int {
+// partitionSlot spreads the partitions of one broker over n: the mirror's
+// fetchers, the destination broker's connections (sinkConns).
+func partitionSlot(topic string, p int32, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(topic))
 	return int((h.Sum32() + uint32(p)) % uint32(n))

@@ -19,6 +19,11 @@ const (
 	// the round trip between an answer and the next request. While they
 	// are all out, appends queue and the next request carries them all.
 	sinkInFlight = 5
+	// sinkConns is how many connections (and sinks) a destination
+	// broker gets; a partition always uses the same one. A broker
+	// handles the requests of different connections at the same time,
+	// those of one connection one after the other.
+	sinkConns = 4
 	// sinkRequestBytes bounds the record bytes of one Produce request (a
 	// single larger batch goes alone). A connection keeps the buffer it
 	// writes requests from only up to 1 MiB (wire), and one that grew
@@ -84,23 +89,25 @@ type appendSinks struct {
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
-	sinks map[int32]*appendSink
+	sinks map[connSlot]*appendSink
 }
 
 func newAppendSinks(pool *connPool, timeout time.Duration) *appendSinks {
-	s := &appendSinks{pool: pool, timeout: int32(timeout / time.Millisecond), sinks: make(map[int32]*appendSink)}
+	s := &appendSinks{pool: pool, timeout: int32(timeout / time.Millisecond), sinks: make(map[connSlot]*appendSink)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
-// issue queues c for the destination broker and returns at once.
+// issue queues c for the destination broker and returns at once, on the
+// sink of its partition's slot.
 func (s *appendSinks) issue(broker int32, c *appendCall) {
 	c.done = make(chan struct{})
+	slot := connSlot{broker: broker, slot: partitionSlot(c.topic, c.partition, sinkConns)}
 	s.mu.Lock()
-	sk, ok := s.sinks[broker]
+	sk, ok := s.sinks[slot]
 	if !ok {
-		sk = &appendSink{pool: s.pool, broker: broker, timeout: s.timeout, wake: make(chan struct{}, 1)}
-		s.sinks[broker] = sk
+		sk = &appendSink{pool: s.pool, slot: slot, timeout: s.timeout, wake: make(chan struct{}, 1)}
+		s.sinks[slot] = sk
 		s.wg.Go(func() { sk.run(s.ctx) })
 	}
 	s.mu.Unlock()
@@ -120,7 +127,7 @@ func (s *appendSinks) close() {
 // connection, so the broker sees each partition's sequences in order.
 type appendSink struct {
 	pool    *connPool
-	broker  int32
+	slot    connSlot
 	timeout int32
 
 	mu    sync.Mutex
@@ -169,9 +176,9 @@ func (s *appendSink) run(ctx context.Context) {
 			req, calls := s.take()
 			p, err := conn.Issue(req)
 			if err != nil {
-				s.pool.failed(s.broker, conn, err)
+				s.pool.failed(s.slot, conn, err)
 				conn = nil
-				s.fail(calls, fmt.Errorf("produce to destination broker %d: %w", s.broker, err), time.Now())
+				s.fail(calls, fmt.Errorf("produce to destination broker %d: %w", s.slot.broker, err), time.Now())
 				continue
 			}
 			flight = append(flight, sentRequest{p: p, conn: conn, calls: calls})
@@ -204,7 +211,7 @@ func (s *appendSink) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, 
 			return conn, nil
 		}
 	}
-	return s.pool.get(ctx, s.broker)
+	return s.pool.get(ctx, s.slot)
 }
 
 func (s *appendSink) queued() bool {
@@ -293,7 +300,7 @@ func (s *appendSink) answer(sr sentRequest) (connFailed bool) {
 	raw, err := sr.p.Wait(context.Background()) // done already
 	at := sr.p.CompletedAt()
 	if err != nil {
-		s.pool.failed(s.broker, sr.conn, err)
+		s.pool.failed(s.slot, sr.conn, err)
 		s.fail(sr.calls, err, at)
 		return errors.Is(err, wire.ErrConnClosed)
 	}
