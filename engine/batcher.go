@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 )
 
 // batcher merges lookups made at the same time into shared rounds, one
@@ -80,9 +82,16 @@ func (b *batcher[K, V]) doAll(ctx context.Context, keys []K, round roundFunc[K, 
 	return out
 }
 
+// batchLinger is how long a round waits for the lookups made right after
+// the one that started it (partitions starting together reach the same
+// step microseconds apart): one round then, not two, each a round trip to
+// a cluster that may be far.
+const batchLinger = time.Millisecond
+
 // rounds runs rounds until nothing is queued.
 func (b *batcher[K, V]) rounds(ctx context.Context, round roundFunc[K, V]) {
 	for {
+		_ = backoff.Sleep(ctx, batchLinger) // ctx has no end: see do
 		b.mu.Lock()
 		keys, waiting := b.order, b.waiting
 		b.order, b.waiting = nil, nil

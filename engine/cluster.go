@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -147,15 +148,17 @@ func (c *cluster) forgetTopics(topics map[string]topicMeta) {
 	go c.cl.PurgeTopicsFromClient(names...)
 }
 
-// offsets returns the log start and log end offsets of one partition.
+// offsets returns the log start and log end offsets of one partition,
+// asked in the same round.
 func (c *cluster) offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
-	if start, err = c.offsetAt(ctx, offsetsStart, topic, partition); err != nil {
-		return 0, 0, err
+	res := c.offsetLookups.doAll(ctx, []offsetKey{{offsetsStart, tp{topic, partition}}, {offsetsEnd, tp{topic, partition}}}, c.offsetRound)
+	if err := res[0].err; err != nil {
+		return 0, 0, fmt.Errorf("%s log start %s/%d: %w", c.name, topic, partition, err)
 	}
-	if end, err = c.offsetAt(ctx, offsetsEnd, topic, partition); err != nil {
-		return 0, 0, err
+	if err := res[1].err; err != nil {
+		return 0, 0, fmt.Errorf("%s log end %s/%d: %w", c.name, topic, partition, err)
 	}
-	return start, end, nil
+	return res[0].v, res[1].v, nil
 }
 
 // offsetAt returns one partition's offset at ts (offsetsStart or
@@ -180,17 +183,32 @@ type offsetKey struct {
 }
 
 // offsetRound lists the offsets of one round of offsetAt lookups: one
-// listing per timestamp, one request per leader. Each partition gets its
+// listing per timestamp, at once, one request per leader. Each partition gets its
 // own answer: an error of its topic or of its leader is its alone.
 func (c *cluster) offsetRound(ctx context.Context, keys []offsetKey) map[offsetKey]batchResult[int64] {
 	byTs := make(map[int64][]tp)
 	for _, k := range keys {
 		byTs[k.ts] = append(byTs[k.ts], k.tp)
 	}
-	out := make(map[offsetKey]batchResult[int64], len(keys))
+	type listed struct {
+		ts    int64
+		parts []tp
+		l     listing
+		err   error
+	}
+	all := make([]listed, 0, len(byTs))
 	for ts, parts := range byTs {
-		l, err := c.listPartitions(ctx, ts, parts)
-		for _, p := range parts {
+		all = append(all, listed{ts: ts, parts: parts})
+	}
+	var wg sync.WaitGroup
+	for i := range all {
+		wg.Go(func() { all[i].l, all[i].err = c.listPartitions(ctx, all[i].ts, all[i].parts) })
+	}
+	wg.Wait()
+	out := make(map[offsetKey]batchResult[int64], len(keys))
+	for _, a := range all {
+		ts, l, err := a.ts, a.l, a.err
+		for _, p := range a.parts {
 			k := offsetKey{ts, p}
 			switch o, ok := l.parts[p]; {
 			case err != nil:

@@ -241,6 +241,11 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	e.mirrors[cfg.Name] = m
 	e.mu.Unlock()
 	m.spawn(func() { m.watch(m.ctx) })
+	// Every partition's first alignment reads the source's own
+	// __mirror_state (failback): read it now, while the topics are
+	// being set up, not after them (a dozen round trips to a far
+	// source).
+	m.spawn(func() { _, _ = m.peerCatalog(m.ctx) })
 	m.spawn(func() { m.syncGroups(m.ctx) })
 	m.spawn(func() { m.metaSync(m.ctx) })
 	return m, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -99,6 +100,7 @@ type fetcher struct {
 	limits  fetchLimits
 	wants   chan want
 	sess    *fetchSession // the idle partitions (fetchsession.go)
+	redial  atomic.Bool   // the last dial failed: ask the cluster for the broker's address
 }
 
 // fetchLimits are a Fetch request's byte limits (mirror.fetch.min.bytes,
@@ -328,15 +330,22 @@ func (f *fetcher) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, err
 			return conn, nil
 		}
 	}
-	meta, err := f.src.metadata(ctx, []string{})
-	if err != nil {
-		return nil, err
+	// The broker's address as the mirror's metadata last named it (no
+	// round trip to a far source); after a failed dial, or when it is
+	// not known, as the cluster names it now.
+	addr, ok := f.src.leaders.addrOf(f.key.broker)
+	if !ok || f.redial.Load() {
+		meta, err := f.src.metadata(ctx, []string{})
+		if err != nil {
+			return nil, err
+		}
+		if addr, ok = meta.addrs[f.key.broker]; !ok {
+			return nil, fmt.Errorf("%w: source broker %d is not in the cluster metadata", kerr.NotLeaderForPartition, f.key.broker)
+		}
 	}
-	addr, ok := meta.addrs[f.key.broker]
-	if !ok {
-		return nil, fmt.Errorf("%w: source broker %d is not in the cluster metadata", kerr.NotLeaderForPartition, f.key.broker)
-	}
-	return wire.Dial(ctx, addr, f.opts)
+	c, err := wire.Dial(ctx, addr, f.opts)
+	f.redial.Store(err != nil)
+	return c, err
 }
 
 // fetch sends one Fetch request for job on conn (dialing it if needed) and

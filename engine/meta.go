@@ -162,6 +162,17 @@ func (mc *metaCache) topicRound(ctx context.Context, topics []string) map[string
 	return out
 }
 
+// addrOf is broker's address in the cached metadata.
+func (mc *metaCache) addrOf(broker int32) (string, bool) {
+	if mc == nil {
+		return "", false
+	}
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	a, ok := mc.meta.addrs[broker]
+	return a, ok
+}
+
 // route resolves one partition's leader, epoch and topic id.
 func (mc *metaCache) route(ctx context.Context, topic string, p int32, after time.Time) (route, error) {
 	m, err := mc.topic(ctx, topic, after)
