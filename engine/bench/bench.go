@@ -517,12 +517,18 @@ func slicesMin(xs []int) int {
 // sample is one measured phase run.
 type sample struct {
 	elapsed        time.Duration
+	startup        time.Duration // of elapsed, until the first batch was appended; 0 when not measured
 	cpu            time.Duration // this process
 	alloc          uint64        // bytes allocated by this process
 	srcCPU, dstCPU time.Duration // the broker processes
 }
 
 func (s sample) mbPerS(wire int64) float64 { return float64(wire) / s.elapsed.Seconds() / 1e6 }
+
+// copyMBPerS is the rate once copying began: after the start-up.
+func (s sample) copyMBPerS(wire int64) float64 {
+	return float64(wire) / (s.elapsed - s.startup).Seconds() / 1e6
+}
 func (s sample) cpuPerGB(wire int64) float64 {
 	return s.cpu.Seconds() / (float64(wire) / 1e9)
 }
@@ -541,6 +547,9 @@ func (b *bench) runPhase(ctx context.Context, name string, repeat int) (sample, 
 		return sample{}, err
 	}
 	s, err := b.measure(ctx, name, repeat, r.work)
+	if r.startup != nil {
+		s.startup = r.startup()
+	}
 	if ferr := r.finish(context.WithoutCancel(ctx)); err == nil {
 		err = ferr
 	}

@@ -53,6 +53,10 @@ func (o options) phases() []string {
 type run struct {
 	work   func(context.Context) error
 	finish func(context.Context) error
+	// startup, when set, is how long the measured work took to append
+	// its first batch (the engine's start: connections, metadata,
+	// alignment, fencing), read after work.
+	startup func() time.Duration
 }
 
 // prepare sets up one run of a phase: its clients and a fresh destination
@@ -351,14 +355,19 @@ func (b *bench) prepareEngine(ctx context.Context, name string, repeat int, srcA
 		_ = deleteTopics(ctx, b.dstCl, b.data.topic)
 		return run{}, fmt.Errorf("start engine: %w", err)
 	}
+	var startup time.Duration
 	return run{
 		work: func(ctx context.Context) error {
+			began := time.Now()
 			err := eng.StartMirror(ctx, b.mirrorConfig(fmt.Sprintf("bench-%s-%d", name, repeat), srcAddrs, b.data.topic))
 			if err != nil {
 				return err
 			}
-			return waitMirrored(ctx, eng, b.data.ends, 10*time.Millisecond, b.opts.phaseTimeout)
+			return waitMirrored(ctx, eng, b.data.ends, 10*time.Millisecond, b.opts.phaseTimeout, func() {
+				startup = time.Since(began)
+			})
 		},
+		startup: func() time.Duration { return startup },
 		finish: func(ctx context.Context) error {
 			eng.Close()
 			err := b.verifyCopy(ctx, b.data.topic)
@@ -390,11 +399,16 @@ func (b *bench) mirrorConfig(name string, src []string, topics ...string) engine
 var errPartitionFailed = errors.New("engine partition failed")
 
 // waitMirrored polls the engine's snapshot until the destination log end of
-// every partition of its one mirror equals ends[partition].
-func waitMirrored(ctx context.Context, eng *engine.Engine, ends []int64, every, timeout time.Duration) error {
+// every partition of its one mirror equals ends[partition]; firstBatch, if
+// not nil, is called at the first poll that finds a batch appended.
+func waitMirrored(ctx context.Context, eng *engine.Engine, ends []int64, every, timeout time.Duration, firstBatch func()) error {
 	return pollSnapshot(ctx, eng, every, timeout, func(ps []engine.PartitionSnapshot) (bool, error) {
 		done := 0
 		for _, p := range ps {
+			if firstBatch != nil && p.BatchesCopied > 0 {
+				firstBatch()
+				firstBatch = nil
+			}
 			if p.State == partition.Failed && !p.Retryable {
 				return false, fmt.Errorf("%w: %s/%d: %s", errPartitionFailed, p.Topic, p.Partition, p.Error)
 			}
