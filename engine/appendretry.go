@@ -143,7 +143,7 @@ func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause err
 	rt, err := r.m.destRoute(ctx, r.topic, r.partition, at)
 	if err != nil {
 		r.unsend(0)
-		f.pending = nil
+		f.call = nil
 		return r.unknownOutcome(f.base, err)
 	}
 	if rt.topicID != r.dst.topicID {
@@ -169,6 +169,6 @@ func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause err
 // answers to their earlier sends, if any come, are not looked at.
 func (r *runner) unsend(i int) {
 	for ; i < len(r.inflight); i++ {
-		r.inflight[i].pending, r.inflight[i].conn = nil, nil
+		r.inflight[i].call = nil
 	}
 }

@@ -75,9 +75,11 @@ type Engine struct {
 
 	startups startups // partitions coming up, for the start-up summary
 
-	conns  *connPool
-	events *eventQueue
-	coord  *coordinator // nil unless the engine joined __mirror_state
+	conns   *connPool
+	sinks   *appendSinks // on conns: the Produce requests of every mirror
+	starter starter      // the runners starting at once (park.go)
+	events  *eventQueue
+	coord   *coordinator // nil unless the engine joined __mirror_state
 	// gate holds back appends, fencing and state writes while the
 	// instance may have lost its shards; always open unless it joined.
 	gate *ownerGate
@@ -137,6 +139,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
 	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2}, cfg.Now)
+	e.sinks = newAppendSinks(e.conns, cfg.RequestTimeout)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil
@@ -156,6 +159,7 @@ func (e *Engine) Close() {
 	if e.coord != nil {
 		e.coord.close()
 	}
+	e.sinks.close() // after the runners, whose last appends it carries
 	e.conns.close()
 	e.dst.close()
 }
@@ -247,6 +251,11 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	e.mirrors[cfg.Name] = m
 	e.mu.Unlock()
 	m.spawn(func() { m.watch(m.ctx) })
+	// Every partition's first alignment reads the source's own
+	// __mirror_state (failback): read it now, while the topics are
+	// being set up, not after them (a dozen round trips to a far
+	// source).
+	m.spawn(func() { _, _ = m.peerCatalog(m.ctx) })
 	m.spawn(func() { m.syncGroups(m.ctx) })
 	m.spawn(func() { m.metaSync(m.ctx) })
 	return m, nil

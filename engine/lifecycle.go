@@ -18,16 +18,23 @@ const maxRealigns = 6
 
 // run drives the partition through the state machine until ctx ends: each
 // event goes through partition.Step, whose actions are persisted, announced
-// and executed here, one at a time. The frames of run, doFetching,
-// fetching and mirrorNext stay on the goroutine's stack all the while a
-// partition is idle, so they are kept small; the work is in the functions
-// they call.
+// and executed here, one at a time. While the partition has nothing to do
+// (idle while MIRRORING, or waiting for a command) the runner parks: its
+// goroutine ends, and the next thing handed to it starts another one that
+// goes on from where this one stopped (park.go). The runner's state is in
+// its fields, never on a goroutine's stack.
 func (r *runner) run(ctx context.Context, initial ...partition.Event) {
 	r.begin(ctx, initial)
+	r.loop(ctx)
+}
+
+// loop runs the runner until it parks or exits.
+func (r *runner) loop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if work := r.work; work != nil {
 			var ev partition.Event
 			if _, ok := work.(partition.StartFetching); ok {
+				r.m.e.starter.started(r) // aligned and fenced: started
 				ev = r.doFetching(ctx)
 			} else {
 				ev = r.do(ctx, work)
@@ -38,9 +45,15 @@ func (r *runner) run(ctx context.Context, initial ...partition.Event) {
 				}
 				r.step(ctx, ev)
 			}
-			continue
+		} else {
+			r.waitEvent(ctx)
 		}
-		r.waitEvent(ctx)
+		if r.parking {
+			r.parking = false
+			if ctx.Err() == nil && r.park() {
+				return
+			}
+		}
 	}
 	r.exit()
 	r.m.e.partitionGone(r.m.cfg.Name, r.topic, r.partition)
@@ -72,35 +85,28 @@ func (r *runner) exit() {
 		r.retry.Stop()
 	}
 	r.markExited()
+	r.m.e.starter.started(r)
+	r.done.Done()
+	r.m.e.wg.Done()
 }
 
-// waitEvent waits for an operator event, a failure or a due retry while no
-// work is in progress, and steps it.
+// waitEvent steps an operator event, a failure or a due retry while no
+// work is in progress; with none waiting the runner parks (the end of ctx
+// and the retry's timer hand it a wake too).
 func (r *runner) waitEvent(ctx context.Context) {
 	if r.stepInbox(ctx) {
 		return
 	}
-	if r.retry == nil {
-		// One channel to wait on, as in mirrorNext; the end of ctx
-		// wakes it too.
-		<-r.in.wake
-		if ctx.Err() == nil {
-			r.stepInbox(ctx)
-		}
-		return
-	}
-	select {
-	case <-ctx.Done():
-	case <-r.in.wake:
-		r.stepInbox(ctx)
-	case <-r.retry.C:
+	if r.retry != nil && r.takeRetryDue() {
 		r.retry = nil
 		tick := partition.Tick{Now: r.m.e.now(), Jitter: r.m.e.jitter()}
 		if down := r.m.sourceDown(); down != nil {
 			tick.SourceUnreachable = down.Error()
 		}
 		r.step(ctx, tick)
+		return
 	}
+	r.parking = true
 }
 
 // stepInbox steps an operator event, or else a failure found outside the
@@ -144,10 +150,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 		case partition.Emit:
 			r.m.e.emitState(a.Severity, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
 		case partition.ScheduleRetry:
-			if r.retry != nil {
-				r.retry.Stop()
-			}
-			r.retry = time.NewTimer(max(0, a.At.Sub(r.m.e.now())))
+			r.scheduleRetry(max(0, a.At.Sub(r.m.e.now())))
 		case partition.Halt:
 			r.dropFetch()
 			_ = r.drain(ctx)
@@ -192,6 +195,9 @@ func (r *runner) doFetching(ctx context.Context) partition.Event {
 		return nil
 	}
 	err := r.fetching(ctx)
+	if errors.Is(err, errParked) {
+		return nil // MIRRORING goes on when the runner is woken
+	}
 	return r.fetchingDone(ctx, errors.Is(err, errInterrupted), epoch, err)
 }
 

@@ -9,20 +9,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/wire"
 )
 
 var zstdCodec = kgo.ZstdCompression()
 
 // inflight is one appended batch whose Produce response is still awaited.
 type inflight struct {
-	pending *wire.Pending // nil when the batch could not be sent: it is resent like a lost answer
-	conn    *wire.Conn
+	call *appendCall // nil when the batch could not be sent: it is resent like a lost answer
 	// b is the batch as sent, already rewritten for its writer identity:
 	// an append whose outcome is unknown is resent byte for byte, so the
 	// broker deduplicates it by producer id, epoch and sequence. For a
@@ -61,43 +58,25 @@ func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b [
 	// A batch sent while an earlier one of the partition is not would
 	// reach the broker out of sequence; it waits for the earlier one's
 	// resend instead.
-	if n := len(r.inflight); n == 0 || r.inflight[n-1].pending != nil {
+	if n := len(r.inflight); n == 0 || r.inflight[n-1].call != nil {
 		_ = r.sendBatch(ctx, &f)
 	}
 	return f
 }
 
 // sendBatch sends f's bytes to the destination leader and records where; on
-// failure f is left unsent (pending nil) and the cause is returned.
+// failure f is left unsent (call nil) and the cause is returned. The
+// leader's sink puts the batch into a Produce request shared with other
+// partitions' batches.
 func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
-	f.pending, f.conn, f.broker = nil, nil, r.dst.leader
+	f.call, f.broker = nil, r.dst.leader
 	// An instance that may have lost its shards appends nothing; its
 	// revocation ends ctx and the wait with it.
 	if err := r.m.e.gate.wait(ctx); err != nil {
 		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
 	}
-	conn, err := r.m.e.conns.get(ctx, r.dst.leader)
-	if err != nil {
-		return err
-	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = int32(r.m.e.cfg.RequestTimeout / time.Millisecond)
-	req.TransactionID = f.txnID
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = r.topic
-	rt.TopicID = r.dst.topicID
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = r.partition
-	rp.Records = f.b
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	p, err := conn.Issue(req)
-	if err != nil {
-		r.m.e.conns.failed(r.dst.leader, conn, err)
-		return fmt.Errorf("produce to destination broker %d: %w", r.dst.leader, err)
-	}
-	f.pending, f.conn = p, conn
+	f.call = &appendCall{topic: r.topic, topicID: r.dst.topicID, partition: r.partition, txnID: f.txnID, records: f.b}
+	r.m.e.sinks.issue(r.dst.leader, f.call)
 	return nil
 }
 
@@ -105,22 +84,16 @@ func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
 // resent tells that f is a resend, whose DUPLICATE_SEQUENCE_NUMBER answer
 // may mean that an earlier send landed.
 func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) error {
-	if f.pending == nil {
+	if f.call == nil {
 		return r.unknownOutcome(f.base, errNotSent)
 	}
-	resp, err := f.pending.Wait(ctx)
+	p, err := f.call.Wait(ctx)
 	if err != nil {
-		r.m.e.conns.failed(f.broker, f.conn, err)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return r.unknownOutcome(f.base, err)
 	}
-	pr := resp.(*kmsg.ProduceResponse)
-	if len(pr.Topics) != 1 || len(pr.Topics[0].Partitions) != 1 {
-		return r.unknownOutcome(f.base, errMalformedProduce)
-	}
-	p := pr.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		if p.ErrorMessage != nil {
 			err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
@@ -136,7 +109,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 	if p.BaseOffset != f.base {
 		return r.mismatch(f.base, p.BaseOffset, ErrForeignWrite)
 	}
-	r.m.observeAppend(f, f.pending.CompletedAt())
+	r.m.observeAppend(f, f.call.CompletedAt())
 	r.acked = f.next
 	r.stats.appended(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {

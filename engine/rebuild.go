@@ -102,6 +102,7 @@ func (r *runner) rebuilt(rec store.RebuildRecord) {
 	// destination aborted: forget them, or the next alignment would
 	// restore them and fail again.
 	r.txm = nil
+	r.stats.setTxns(false)
 	if r.rare != nil {
 		r.rare.restoredTxns = nil
 	}

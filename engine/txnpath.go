@@ -46,6 +46,7 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 		}
 	}
 	r.txm = m
+	r.stats.setTxns(true)
 	if r.rare != nil {
 		r.rare.restoredTxns = nil
 	}

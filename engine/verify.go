@@ -263,8 +263,9 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 	r.dropFetch()
 	// No LastFetchedEpoch: offset does not follow the last batch
 	// appended, and the epoch of that batch would make a broker check a
-	// divergence at the wrong place (and answer without records).
-	r.post(ctx, offset, -1)
+	// divergence at the wrong place (and answer without records). The
+	// answer is waited for even when the source has nothing there.
+	r.postAs(ctx, offset, -1, true)
 	defer r.dropFetch()
 	for {
 		var res fetchResult
@@ -290,7 +291,7 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 			// One batch is larger than asked for: ask again for more.
 			r.maxBytes = min(r.maxBytes*2, maxFetchBytes)
 			r.dropFetch()
-			r.post(ctx, offset, -1)
+			r.postAs(ctx, offset, -1, true)
 			continue
 		}
 		return bs, nil

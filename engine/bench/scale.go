@@ -218,8 +218,13 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 	}
 	goroutines := runtime.NumGoroutine()
 	name := fmt.Sprintf("idle-%d", n)
+	stopStartProfile, err := b.startCPUProfile(fmt.Sprintf("start-%d.cpu.pprof", n))
+	if err != nil {
+		return pt, err
+	}
 	start := time.Now()
-	if err := eng.StartMirror(ctx, b.mirrorConfig(name, topics...)); err != nil {
+	if err := eng.StartMirror(ctx, b.mirrorConfig(name, b.src.addrs, topics...)); err != nil {
+		stopStartProfile()
 		return pt, err
 	}
 	// A snapshot of thousands of partitions costs this process several
@@ -238,10 +243,11 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 		}
 		return done == n, nil
 	})
+	pt.StartS = time.Since(start).Seconds()
+	stopStartProfile()
 	if err != nil {
 		return pt, fmt.Errorf("start: %w", err)
 	}
-	pt.StartS = time.Since(start).Seconds()
 
 	// Idle: nothing to copy, the fetchers long-poll and the destination
 	// check ticks. Let the start-up garbage go, then measure.
