@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -178,7 +179,7 @@ func (s *fetchSession) answer(fr *kmsg.FetchResponse, broker int32, at time.Dura
 	}
 	switch err := kerr.ErrorForCode(fr.ErrorCode); {
 	case err == nil:
-	case err == kerr.FetchSessionIDNotFound || err == kerr.InvalidFetchSessionEpoch:
+	case errors.Is(err, kerr.FetchSessionIDNotFound) || errors.Is(err, kerr.InvalidFetchSessionEpoch):
 		s.id, s.epoch = 0, 0 // the broker lost or refused the session: open a new one
 		return nil, nil
 	default:
