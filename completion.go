@@ -15,7 +15,8 @@ var modeFlags = map[string][]string{
 	"demo":    {"--headless", "--no-drill", "--drill-script", "--report", "--step-timeout", "--theme", "--ascii", "--log-file"},
 	"sandbox": {},
 	"bench": {"--size", "--partitions", "--codec", "--repeats", "--quick", "--json", "--brokers", "--profile", "--max-inflight",
-		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale"},
+		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale", "--scale-timeout",
+		"--rtt", "--bandwidth", "--produce-latency", "--measure", "--phases"},
 }
 
 var modes = []string{"run", "console", "demo", "sandbox", "bench", "version", "help", "completion"}
