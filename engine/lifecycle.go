@@ -86,7 +86,7 @@ func (r *runner) exit() {
 	}
 	r.markExited()
 	r.m.e.starter.started(r)
-	r.done.Done()
+	r.tc.running.Done()
 	r.m.e.wg.Done()
 }
 
