@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
 )
 
 // kmirrorCLI runs one action in process and returns its output.
@@ -268,5 +270,125 @@ func caughtUp(t *testing.T, from, to *enginetest.Cluster, topic string) func() (
 		se, err1 := enginetest.Ends(context.Background(), from.Client(t), topic)
 		de, err2 := enginetest.Ends(context.Background(), to.Client(t), topic)
 		return err1 == nil && err2 == nil && fmt.Sprint(se) == fmt.Sprint(de), fmt.Sprintf("%v vs %v (%v %v)", se, de, err1, err2)
+	}
+}
+
+// TestFailbackQuarantinesTransactionsTheStopAborted: a transaction on A
+// is mirrored to B but its commit marker is not when A goes down, so the
+// stop aborts it on B. Its records lie at or below the LME on both sides,
+// yet A committed them and B did not: the stop records where the
+// transaction began, and the failback's rebuild quarantines from there,
+// not only what A holds past the LME (the marker).
+func TestFailbackQuarantinesTransactionsTheStopAborted(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	a := enginetest.NewCluster(t, "kmirror-test-source", kfake.DataDir(dir))
+	b := enginetest.NewCluster(t, "kmirror-test-destination")
+	a.CreateTopic(t, "payments", 1, nil)
+	enginetest.Produce(t, a.Client(t, enginetest.ProducerOpts("zstd", true)...), "payments", 1, 20, "before")
+	work := t.TempDir()
+	if err := writeFile(filepath.Join(work, "a.properties"), "bootstrap.servers="+addrs(a)); err != nil {
+		t.Fatal(err)
+	}
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--create", "--mirror", "a-to-b", "--mirror-config", filepath.Join(work, "a.properties"))
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--start", "--mirror", "a-to-b", "--topics", "payments")
+	onB := joined(t, b, "instance-b")
+	enginetest.Wait(t, 60*time.Second, caughtUp(t, a, b, "payments"))
+
+	txp := a.Client(t, append(enginetest.ProducerOpts("none", true), kgo.TransactionalID("billing"))...)
+	if err := txp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 5 {
+		recs = append(recs, &kgo.Record{Topic: "payments", Partition: 0, Value: fmt.Appendf(nil, "txn-%d", i)})
+	}
+	if err := txp.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		for _, p := range onB.Snapshot().Mirrors[0].Partitions {
+			return p.OpenTxns == 1 && p.DestLogEnd == 25, fmt.Sprintf("%d open transactions, B ends at %d", p.OpenTxns, p.DestLogEnd)
+		}
+		return false, "no partition"
+	})
+	// The mirror falls behind before the commit marker, A commits, and
+	// goes down.
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--pause", "--mirror", "a-to-b", "--all")
+	waitStates(t, onB, "a-to-b", partition.Paused, 1)
+	if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	var ports []int
+	for _, s := range a.Addrs() {
+		_, p, _ := strings.Cut(s, ":")
+		n, _ := strconv.Atoi(p)
+		ports = append(ports, n)
+	}
+	a.Close()
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b", "--all", "--yes")
+	waitStates(t, onB, "a-to-b", partition.Stopped, 1)
+	adm, err := engine.NewAdmin(ctx, b.Addrs(), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := adm.Catalog(ctx)
+	adm.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := cat.Partitions[store.PartitionRef{Mirror: "a-to-b", Topic: "payments", Partition: 0}]; rec.LastOffset != 24 || !slices.Equal(rec.StopAborted, []int64{20}) {
+		t.Fatalf("STOPPED record: LME %d, aborted at stop %v; want 24 and [20]", rec.LastOffset, rec.StopAborted)
+	}
+
+	back, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("kmirror-test-source"), kfake.Ports(ports...), kfake.DataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(back.Close)
+	a = &enginetest.Cluster{Cluster: back, ID: "kmirror-test-source"}
+	if err := writeFile(filepath.Join(work, "b.properties"), "bootstrap.servers="+addrs(b)); err != nil {
+		t.Fatal(err)
+	}
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--create", "--mirror", "b-to-a", "--mirror-config", filepath.Join(work, "b.properties"))
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--start", "--mirror", "b-to-a", "--topics", "payments")
+	onA := joined(t, a, "instance-a")
+	p := waitStates(t, onA, "b-to-a", partition.Failed, 1)[0]
+	if !strings.Contains(p.Error, "holds 1 records after offset 24") {
+		t.Fatalf("b-to-a payments/0 FAILED with %q, want A's commit marker past the LME named", p.Error)
+	}
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--recover", "--rebuild", "--mirror", "b-to-a", "--topics", "payments")
+	var quarantine string
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		topics, err := kadm.NewClient(a.Client(t)).ListTopics(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, name := range topics.Names() {
+			if strings.HasPrefix(name, "payments.kmirror-quarantine-") {
+				quarantine = name
+			}
+		}
+		return quarantine != "", fmt.Sprintf("no quarantine topic among %v", topics.Names())
+	})
+	// MIRRORING again only once the rebuild has recreated the topic.
+	waitStates(t, onA, "b-to-a", partition.Mirroring, 1)
+	enginetest.Wait(t, 60*time.Second, caughtUp(t, b, a, "payments"))
+	q, err := enginetest.Consume(ctx, a.Client(t), quarantine, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range q {
+		got = append(got, r.Value)
+	}
+	if want := []string{"txn-0", "txn-1", "txn-2", "txn-3", "txn-4"}; !slices.Equal(got, want) {
+		t.Fatalf("quarantine holds %v, want the committed transaction B aborted, %v", got, want)
+	}
+	// A is B again: the transaction is aborted there now, and its
+	// committed copy is in the quarantine.
+	onAcommitted, err := enginetest.ConsumeCommitted(ctx, a.Client(t), "payments", 0)
+	if err != nil || len(onAcommitted) != 20 {
+		t.Fatalf("A's payments/0 read_committed: %d records (%v), want the 20 before the transaction", len(onAcommitted), err)
 	}
 }

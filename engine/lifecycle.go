@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/internal/backoff"
@@ -472,6 +473,9 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 		for _, p := range r.restoredTxns() {
 			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 		}
+	}
+	if r.rare != nil {
+		rec.StopAborted = slices.Clone(r.rare.stopAborted)
 	}
 	rec.SourceTopicID = topicIDString(r.m.sourceTopicID(r.topic))
 	rec.DestTopicID = topicIDString(r.dst.topicID)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -222,9 +223,23 @@ func (r *runner) abortOpen(ctx context.Context) error {
 	if err := r.m.e.gate.wait(ctx); err != nil {
 		return err
 	}
+	// Where each open transaction began: A may have committed what B
+	// now aborts, and a failback must know from where (StopAborted).
+	var first []int64
+	for _, p := range r.txm.Open() {
+		if p.FirstOffset >= 0 && !slices.Contains(first, p.FirstOffset) {
+			first = append(first, p.FirstOffset)
+		}
+	}
 	actx, cancel := context.WithTimeout(ctx, markerTimeout)
 	defer cancel()
 	n, err := r.txm.AbortAll(actx)
+	if len(first) > 0 {
+		rare := r.rarely()
+		rare.stopAborted = append(rare.stopAborted, first...)
+		slices.Sort(rare.stopAborted)
+		rare.stopAborted = slices.Compact(rare.stopAborted)
+	}
 	if err != nil && !errors.Is(err, txn.ErrAbortedByCoordinator) {
 		return fmt.Errorf("abort open mirrored transactions: %w", err)
 	}
