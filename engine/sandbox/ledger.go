@@ -28,15 +28,58 @@ type Ack struct {
 	Side      Side
 }
 
-// Ledger keeps every acknowledged record. It is what makes the drill's RPO
-// exact: the producers' own acks, not an estimate from lag.
+// Unacked is a record a demo producer wrote, or tried to, that no cluster
+// acknowledged: its produce failed or was abandoned when the producers
+// stopped, or its transaction was not acknowledged as committed (aborted
+// on purpose, every fourth one, or its commit failed or was cut off). A
+// cluster may hold it all the same: a write whose answer an outage cut
+// off, or an aborted transaction's records.
+type Unacked struct {
+	ID    string
+	Topic string
+	Side  Side
+	InTxn bool // part of a transaction, not a single produce
+}
+
+// Ledger keeps every acknowledged record, and every record written that
+// was not acknowledged. It is what makes the drill's RPO exact: the
+// producers' own acks, not an estimate from lag; and it tells a record a
+// cluster holds without having acknowledged it from one it lost.
 type Ledger struct {
-	mu   sync.Mutex
-	acks []Ack
-	fail map[Side]int64 // produce attempts that were not acknowledged
+	mu      sync.Mutex
+	acks    []Ack
+	unacked []Unacked
+	fail    map[Side]int64 // produce attempts that were not acknowledged
 }
 
 func newLedger() *Ledger { return &Ledger{fail: map[Side]int64{}} }
+
+// notAcked notes records that were not acknowledged; failed counts them
+// as failed attempts too unless they were aborted on purpose.
+func (l *Ledger) notAcked(failed bool, u ...Unacked) {
+	l.mu.Lock()
+	l.unacked = append(l.unacked, u...)
+	if failed {
+		for _, x := range u {
+			l.fail[x.Side]++
+		}
+	}
+	l.mu.Unlock()
+}
+
+// Unacked returns a copy of the records written without acknowledgement
+// that match keep (all when keep is nil).
+func (l *Ledger) Unacked(keep func(*Unacked) bool) []Unacked {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Unacked, 0, len(l.unacked))
+	for i := range l.unacked {
+		if keep == nil || keep(&l.unacked[i]) {
+			out = append(out, l.unacked[i])
+		}
+	}
+	return out
+}
 
 func (l *Ledger) add(a ...Ack) {
 	l.mu.Lock()

@@ -148,7 +148,7 @@ func (tr *Traffic) produce(ctx context.Context, cl *kgo.Client, t Topic, seq *at
 			r, id := tr.record(t, seq.Add(1))
 			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 				if err != nil {
-					tr.ledger.failed(tr.side, 1)
+					tr.ledger.notAcked(true, Unacked{ID: id, Topic: t.Name, Side: tr.side})
 					return
 				}
 				tr.ledger.add(Ack{ID: id, Topic: t.Name, Partition: r.Partition, Offset: r.Offset, At: time.Now(), Side: tr.side})
@@ -182,6 +182,13 @@ func (tr *Traffic) transact(ctx context.Context, cl *kgo.Client, t Topic, seq *a
 		res := cl.ProduceSync(ctx, recs...)
 		commit := kgo.TransactionEndTry(res.FirstErr() == nil && txn%4 != 0)
 		err := cl.EndTransaction(ctx, commit)
+		unacked := func(failed bool) {
+			u := make([]Unacked, len(ids))
+			for i, id := range ids {
+				u[i] = Unacked{ID: id, Topic: t.Name, Side: tr.side, InTxn: true}
+			}
+			tr.ledger.notAcked(failed, u...)
+		}
 		if ctx.Err() != nil {
 			// Stopping: abort whatever is still open so the cluster's last
 			// stable offset is not held back until the transaction times
@@ -191,23 +198,27 @@ func (tr *Traffic) transact(ctx context.Context, cl *kgo.Client, t Topic, seq *a
 			_ = cl.EndTransaction(actx, kgo.TryAbort)
 			cancel()
 			if err != nil || !bool(commit) {
+				unacked(err != nil)
 				return
 			}
 		}
 		if err != nil {
-			tr.ledger.failed(tr.side, int64(len(recs)))
+			unacked(true)
 			// A failed commit leaves the producer unusable until it aborts
 			// what it buffered; the next loop begins afresh.
 			_ = cl.AbortBufferedRecords(ctx)
 			continue
 		}
 		if !bool(commit) {
-			continue // an intended abort: nothing was acknowledged
+			unacked(false) // an intended abort: nothing was acknowledged
+			continue
 		}
 		now := time.Now()
 		acks := make([]Ack, len(res))
 		for i, r := range res {
-			acks[i] = Ack{ID: ids[i], Topic: t.Name, Partition: r.Record.Partition, Offset: r.Record.Offset, At: now, Side: tr.side}
+			// ProduceSync lists results as they complete, not in the
+			// order the records were given: the id comes from the record.
+			acks[i] = Ack{ID: IDOf(r.Record.Value), Topic: t.Name, Partition: r.Record.Partition, Offset: r.Record.Offset, At: now, Side: tr.side}
 		}
 		tr.ledger.add(acks...)
 	}
