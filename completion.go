@@ -12,7 +12,7 @@ import (
 var modeFlags = map[string][]string{
 	"run":     {"--bootstrap-server", "--command-config", "--instance", "--heartbeat-interval", "--metrics-addr"},
 	"console": {"--bootstrap-server", "--command-config", "--instance", "--heartbeat-interval", "--metrics-addr", "--read-only", "--run-instance", "--theme", "--ascii", "--log-file", "--drill", "--mirror", "--report", "--step-timeout"},
-	"demo":    {"--headless", "--no-drill", "--drill-script", "--report", "--step-timeout", "--theme", "--ascii", "--log-file"},
+	"demo":    {"--headless", "--no-drill", "--drill-script", "--scenario", "--link-rtt", "--link-bandwidth", "--report", "--step-timeout", "--theme", "--ascii", "--log-file"},
 	"sandbox": {},
 	"bench": {"--size", "--partitions", "--codec", "--repeats", "--quick", "--json", "--brokers", "--profile", "--max-inflight",
 		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale"},

@@ -151,13 +151,7 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 	prod := a.Client(t, enginetest.ProducerOpts("zstd", true)...)
 	enginetest.Produce(t, prod, "orders", 2, 100, "mirrored")
 	work := t.TempDir()
-	if err := writeFile(filepath.Join(work, "a.properties"), "bootstrap.servers="+addrs(a)+"\nmirror.failed.retry.initial.backoff.ms=50"); err != nil {
-		t.Fatal(err)
-	}
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--create", "--mirror", "a-to-b", "--mirror-config", filepath.Join(work, "a.properties"))
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--start", "--mirror", "a-to-b", "--topics", "orders")
-	onB := joined(t, b, "instance-b")
-	enginetest.Wait(t, 60*time.Second, caughtUp(t, a, b, "orders"))
+	onB := forwardMirror(t, a, b, work, "orders", "\nmirror.failed.retry.initial.backoff.ms=50")
 
 	// The mirror falls behind (paused), A takes 7 more records on partition
 	// 1, then A goes down.
@@ -170,13 +164,7 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	var ports []int
-	for _, s := range a.Addrs() {
-		_, p, _ := strings.Cut(s, ":")
-		n, _ := strconv.Atoi(p)
-		ports = append(ports, n)
-	}
-	a.Close()
+	ports := loseSource(a)
 
 	start := time.Now()
 	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b", "--all", "--yes")
@@ -184,18 +172,7 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 	t.Logf("stop with the source down took %s", time.Since(start).Round(time.Millisecond))
 	enginetest.Produce(t, b.Client(t, enginetest.ProducerOpts("lz4", true)...), "orders", 2, 10, "on-b")
 
-	back, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("kmirror-test-source"), kfake.Ports(ports...), kfake.DataDir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(back.Close)
-	a = &enginetest.Cluster{Cluster: back, ID: "kmirror-test-source"}
-	if err := writeFile(filepath.Join(work, "b.properties"), "bootstrap.servers="+addrs(b)); err != nil {
-		t.Fatal(err)
-	}
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--create", "--mirror", "b-to-a", "--mirror-config", filepath.Join(work, "b.properties"))
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--start", "--mirror", "b-to-a", "--topics", "orders")
-	onA := joined(t, a, "instance-a")
+	a, onA := failBack(t, b, dir, ports, work, "orders")
 	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
 		var st []string
 		for _, m := range onA.Snapshot().Mirrors {
@@ -227,19 +204,7 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 	// The operator allows the rebuild: A's 7 unmirrored records go to a
 	// quarantine topic, orders is recreated on A and mirrored from B.
 	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--recover", "--rebuild", "--mirror", "b-to-a", "--topics", "orders")
-	var quarantine string
-	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		topics, err := kadm.NewClient(a.Client(t)).ListTopics(context.Background())
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, name := range topics.Names() {
-			if strings.HasPrefix(name, "orders.kmirror-quarantine-") {
-				quarantine = name
-			}
-		}
-		return quarantine != "", fmt.Sprintf("no quarantine topic among %v", topics.Names())
-	})
+	quarantine := quarantineOf(t, a, "orders")
 	enginetest.Wait(t, 60*time.Second, caughtUp(t, b, a, "orders"))
 	for p := range int32(2) {
 		if _, err := enginetest.CompareBatches(context.Background(), b.Client(t), a.Client(t), "orders", p); err != nil {
@@ -287,13 +252,7 @@ func TestFailbackQuarantinesTransactionsTheStopAborted(t *testing.T) {
 	a.CreateTopic(t, "payments", 1, nil)
 	enginetest.Produce(t, a.Client(t, enginetest.ProducerOpts("zstd", true)...), "payments", 1, 20, "before")
 	work := t.TempDir()
-	if err := writeFile(filepath.Join(work, "a.properties"), "bootstrap.servers="+addrs(a)); err != nil {
-		t.Fatal(err)
-	}
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--create", "--mirror", "a-to-b", "--mirror-config", filepath.Join(work, "a.properties"))
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--start", "--mirror", "a-to-b", "--topics", "payments")
-	onB := joined(t, b, "instance-b")
-	enginetest.Wait(t, 60*time.Second, caughtUp(t, a, b, "payments"))
+	onB := forwardMirror(t, a, b, work, "payments", "")
 
 	txp := a.Client(t, append(enginetest.ProducerOpts("none", true), kgo.TransactionalID("billing"))...)
 	if err := txp.BeginTransaction(); err != nil {
@@ -319,13 +278,7 @@ func TestFailbackQuarantinesTransactionsTheStopAborted(t *testing.T) {
 	if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	var ports []int
-	for _, s := range a.Addrs() {
-		_, p, _ := strings.Cut(s, ":")
-		n, _ := strconv.Atoi(p)
-		ports = append(ports, n)
-	}
-	a.Close()
+	ports := loseSource(a)
 	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--stop", "--mirror", "a-to-b", "--all", "--yes")
 	waitStates(t, onB, "a-to-b", partition.Stopped, 1)
 	adm, err := engine.NewAdmin(ctx, b.Addrs(), nil, 30*time.Second)
@@ -341,36 +294,13 @@ func TestFailbackQuarantinesTransactionsTheStopAborted(t *testing.T) {
 		t.Fatalf("STOPPED record: LME %d, aborted at stop %v; want 24 and [20]", rec.LastOffset, rec.StopAborted)
 	}
 
-	back, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("kmirror-test-source"), kfake.Ports(ports...), kfake.DataDir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(back.Close)
-	a = &enginetest.Cluster{Cluster: back, ID: "kmirror-test-source"}
-	if err := writeFile(filepath.Join(work, "b.properties"), "bootstrap.servers="+addrs(b)); err != nil {
-		t.Fatal(err)
-	}
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--create", "--mirror", "b-to-a", "--mirror-config", filepath.Join(work, "b.properties"))
-	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--start", "--mirror", "b-to-a", "--topics", "payments")
-	onA := joined(t, a, "instance-a")
+	a, onA := failBack(t, b, dir, ports, work, "payments")
 	p := waitStates(t, onA, "b-to-a", partition.Failed, 1)[0]
 	if !strings.Contains(p.Error, "holds 1 records after offset 24") {
 		t.Fatalf("b-to-a payments/0 FAILED with %q, want A's commit marker past the LME named", p.Error)
 	}
 	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--recover", "--rebuild", "--mirror", "b-to-a", "--topics", "payments")
-	var quarantine string
-	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		topics, err := kadm.NewClient(a.Client(t)).ListTopics(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, name := range topics.Names() {
-			if strings.HasPrefix(name, "payments.kmirror-quarantine-") {
-				quarantine = name
-			}
-		}
-		return quarantine != "", fmt.Sprintf("no quarantine topic among %v", topics.Names())
-	})
+	quarantine := quarantineOf(t, a, "payments")
 	// MIRRORING again only once the rebuild has recreated the topic.
 	waitStates(t, onA, "b-to-a", partition.Mirroring, 1)
 	enginetest.Wait(t, 60*time.Second, caughtUp(t, b, a, "payments"))
@@ -391,4 +321,67 @@ func TestFailbackQuarantinesTransactionsTheStopAborted(t *testing.T) {
 	if err != nil || len(onAcommitted) != 20 {
 		t.Fatalf("A's payments/0 read_committed: %d records (%v), want the 20 before the transaction", len(onAcommitted), err)
 	}
+}
+
+// forwardMirror records a-to-b on b (source a, settings extra) for topic,
+// joins an instance on b and waits until it has caught up.
+func forwardMirror(t *testing.T, a, b *enginetest.Cluster, work, topic, extra string) *engine.Engine {
+	t.Helper()
+	if err := writeFile(filepath.Join(work, "a.properties"), "bootstrap.servers="+addrs(a)+extra); err != nil {
+		t.Fatal(err)
+	}
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--create", "--mirror", "a-to-b", "--mirror-config", filepath.Join(work, "a.properties"))
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(b), "--start", "--mirror", "a-to-b", "--topics", topic)
+	onB := joined(t, b, "instance-b")
+	enginetest.Wait(t, 60*time.Second, caughtUp(t, a, b, topic))
+	return onB
+}
+
+// loseSource closes a (the outage) and returns the ports it listened on.
+func loseSource(a *enginetest.Cluster) []int {
+	var ports []int
+	for _, s := range a.Addrs() {
+		_, p, _ := strings.Cut(s, ":")
+		n, _ := strconv.Atoi(p)
+		ports = append(ports, n)
+	}
+	a.Close()
+	return ports
+}
+
+// failBack brings the source back from dir on ports, records b-to-a on it
+// (source b) for topic and joins an instance there.
+func failBack(t *testing.T, b *enginetest.Cluster, dir string, ports []int, work, topic string) (*enginetest.Cluster, *engine.Engine) {
+	t.Helper()
+	back, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("kmirror-test-source"), kfake.Ports(ports...), kfake.DataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(back.Close)
+	a := &enginetest.Cluster{Cluster: back, ID: "kmirror-test-source"}
+	if err := writeFile(filepath.Join(work, "b.properties"), "bootstrap.servers="+addrs(b)); err != nil {
+		t.Fatal(err)
+	}
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--create", "--mirror", "b-to-a", "--mirror-config", filepath.Join(work, "b.properties"))
+	kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--start", "--mirror", "b-to-a", "--topics", topic)
+	return a, joined(t, a, "instance-a")
+}
+
+// quarantineOf waits for the quarantine topic of topic on c and names it.
+func quarantineOf(t *testing.T, c *enginetest.Cluster, topic string) string {
+	t.Helper()
+	var quarantine string
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		topics, err := kadm.NewClient(c.Client(t)).ListTopics(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, name := range topics.Names() {
+			if strings.HasPrefix(name, topic+".kmirror-quarantine-") {
+				quarantine = name
+			}
+		}
+		return quarantine != "", fmt.Sprintf("no quarantine topic among %v", topics.Names())
+	})
+	return quarantine
 }

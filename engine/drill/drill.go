@@ -97,6 +97,8 @@ type Status struct {
 	Steps      []StepRecord
 	Running    bool
 	ReportPath string // set once the report is written
+	// Cost explains each number measured so far (after every step).
+	Cost []Cost
 }
 
 // Done reports whether every step ran.
@@ -112,6 +114,7 @@ type Drill struct {
 	current int
 	running bool
 	written string
+	cost    []Cost
 
 	m      measurements // owned by the running step
 	closer []func()     // guarded by mu
@@ -125,9 +128,9 @@ func New(cfg Config) (*Drill, error) {
 	}
 	d := &Drill{cfg: cfg}
 	for _, id := range Steps {
-		explain, lookAt := cfg.Target.describe(id)
-		d.steps = append(d.steps, StepRecord{ID: id, Step: id.String(), Title: id.Title(),
-			Instruction: cfg.Target.Instruction(id), Explain: explain, LookAt: lookAt,
+		txt := cfg.Target.describe(id)
+		d.steps = append(d.steps, StepRecord{ID: id, Step: id.String(), Title: txt.title,
+			Instruction: cfg.Target.Instruction(id), Explain: txt.explain, LookAt: txt.lookAt,
 			State: Pending, Result: Pending.String()})
 	}
 	return d, nil
@@ -156,7 +159,7 @@ func (d *Drill) onClose(f func()) {
 func (d *Drill) Status() Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := Status{Current: d.current, Running: d.running, ReportPath: d.written}
+	st := Status{Current: d.current, Running: d.running, ReportPath: d.written, Cost: slices.Clone(d.cost)}
 	st.Steps = make([]StepRecord, len(d.steps))
 	for i, s := range d.steps {
 		s.Lines = slices.Clone(s.Lines)
@@ -224,8 +227,11 @@ func (d *Drill) next(ctx context.Context, note string, confirm bool) error {
 	d.mu.Unlock()
 
 	err := d.run(ctx, id, &stepRun{d: d, i: i})
+	// While this step still owns the measurements.
+	cost := Costs(d.measured())
 
 	d.mu.Lock()
+	d.cost = cost
 	rec = &d.steps[i]
 	rec.Ended = d.cfg.Now()
 	if err != nil {
@@ -259,7 +265,7 @@ func (d *Drill) run(ctx context.Context, id StepID, r *stepRun) error {
 	case StepFailback:
 		return d.cfg.Target.failback(ctx, r)
 	case StepReport:
-		return d.report(r)
+		return d.report(ctx, r)
 	}
 	return fmt.Errorf("unknown step %d", id)
 }
@@ -286,7 +292,7 @@ func (d *Drill) Run(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			fmt.Fprintf(w, "   error: %v\n", err)
 			if id != StepReport {
-				if rerr := d.report(&stepRun{d: d, i: len(Steps) - 1}); rerr == nil {
+				if rerr := d.report(ctx, &stepRun{d: d, i: len(Steps) - 1}); rerr == nil {
 					fmt.Fprintf(w, "report (incomplete drill): %s.md, %s.json\n", d.cfg.ReportPath, d.cfg.ReportPath)
 				}
 			}

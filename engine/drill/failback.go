@@ -84,6 +84,7 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 	if err := eng.Join(ctx); err != nil {
 		return fmt.Errorf("instance on A: %w", err)
 	}
+	t.failbackEng = eng
 
 	plan := map[string]*FailbackPartition{}
 	var order []string
@@ -145,7 +146,58 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("%d partitions of %s did not catch up or fail as diverged within %s: %s",
 			len(wrong), d.cfg.Reverse, d.cfg.StepTimeout, strings.Join(wrong, ", "))
 	}
+	return t.afterPlan(ctx, r)
+}
+
+// afterPlan ends the rehearsal once every partition did what its plan
+// said: the diverged ones are rebuilt (none may be, in a planned
+// failover), and A must then be identical to B.
+func (t *sandboxTarget) afterPlan(ctx context.Context, r *stepRun) error {
+	d := r.d
+	diverged := map[string]bool{}
+	for _, fp := range d.m.failback {
+		if fp.Expect == "diverged" {
+			diverged[ptKey(fp.Topic, fp.Partition)] = true
+		}
+	}
+	for i := range t.lostParts {
+		t.lostParts[i].Diverged = diverged[ptKey(t.lostParts[i].Topic, t.lostParts[i].Partition)]
+	}
+	switch {
+	case t.scenario == ScenarioPlanned && len(diverged) > 0:
+		return fmt.Errorf("a planned failover left %d partitions of A diverged; the failback should copy only B's delta", len(diverged))
+	case len(diverged) > 0:
+		if err := t.rebuildDiverged(ctx, r, d.m.failback); err != nil {
+			return err
+		}
+	default:
+		r.line("no partition diverged: the failback copies only B's delta")
+		if w := t.waitReverse(ctx, d.cfg.Reverse, d.cfg.StepTimeout); w != "" {
+			return fmt.Errorf("%s did not catch up within %s: %s", d.cfg.Reverse, d.cfg.StepTimeout, w)
+		}
+	}
+	cmp, err := t.compareAB(ctx)
+	if err != nil {
+		return err
+	}
+	t.compare = cmp
+	if !cmp.Equal {
+		d.m.anomaly("after the failback A differs from B: %s", strings.Join(firstN(cmp.Differences, 5), "; "))
+		return fmt.Errorf("after the failback A differs from B on %d partitions: %s", len(cmp.Differences), strings.Join(firstN(cmp.Differences, 5), "; "))
+	}
+	r.line("A == B: all %d partitions end at the same offsets and hold the same %d records", cmp.Partitions, cmp.Records)
 	return nil
+}
+
+// waitReverse waits until the reverse mirror has caught up; it returns
+// what it still waited for when it gave up ("" when caught up).
+func (t *sandboxTarget) waitReverse(ctx context.Context, reverse string, timeout time.Duration) string {
+	var w string
+	WaitFor(ctx, timeout, 250*time.Millisecond, func() bool {
+		w = t.reverseCaughtUp(ctx, reverse)
+		return w == ""
+	})
+	return w
 }
 
 // forwardLME reads the forward mirror's last mirrored offsets from B's

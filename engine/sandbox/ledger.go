@@ -72,13 +72,7 @@ func (l *Ledger) notAcked(failed bool, u ...Unacked) {
 func (l *Ledger) Unacked(keep func(*Unacked) bool) []Unacked {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Unacked, 0, len(l.unacked))
-	for i := range l.unacked {
-		if keep == nil || keep(&l.unacked[i]) {
-			out = append(out, l.unacked[i])
-		}
-	}
-	return out
+	return kept(l.unacked, keep)
 }
 
 func (l *Ledger) add(a ...Ack) {
@@ -98,10 +92,15 @@ func (l *Ledger) failed(s Side, n int64) {
 func (l *Ledger) Acks(keep func(*Ack) bool) []Ack {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Ack, 0, len(l.acks))
-	for i := range l.acks {
-		if keep == nil || keep(&l.acks[i]) {
-			out = append(out, l.acks[i])
+	return kept(l.acks, keep)
+}
+
+// kept copies the items that match keep (all when keep is nil).
+func kept[T any](items []T, keep func(*T) bool) []T {
+	out := make([]T, 0, len(items))
+	for i := range items {
+		if keep == nil || keep(&items[i]) {
+			out = append(out, items[i])
 		}
 	}
 	return out
