@@ -147,6 +147,8 @@ func TestDemoDrillScriptRegionLoss(t *testing.T) {
 	if q == nil || q.Acknowledged != int64(len(lost)) || q.Read != q.Records || q.Acknowledged+q.NeverAcknowledged != q.Read || len(q.Unexplained)+len(q.Missing) > 0 {
 		t.Fatalf("quarantine %+v: want exactly the %d lost records acknowledged in it", q, len(lost))
 	}
+	t.Logf("RPO %d records (%.3fs) = %d acknowledged-but-not-mirrored by the ledger against B = %d acknowledged records in the quarantine (of %d); %d DIVERGED partitions; A == B over %d partitions, %d records",
+		rep.RPO.Records, rep.RPO.Seconds, len(lost), q.Acknowledged, q.Read, len(diverged), rep.AEqualsB.Partitions, rep.AEqualsB.Records)
 	if !strings.Contains(run.out, "--recover --rebuild --mirror b-to-a --topics ") {
 		t.Errorf("the failback did not show the rebuild command")
 	}

@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,6 +75,9 @@ func (t *sandboxTarget) preflight(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("source cluster A unreachable: %w", err)
 	}
 	r.line("source cluster A reachable at %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","))
+	if err := t.steady(ctx, r); err != nil {
+		return err
+	}
 
 	// Without a commit on A there is no position to compare after the
 	// switch; the demo group commits within a second of starting.
@@ -92,6 +96,59 @@ func (t *sandboxTarget) preflight(ctx context.Context, r *stepRun) error {
 	} else {
 		r.line("group %s has offsets on B for %d partitions of %s", sandbox.GroupID, len(g[sandbox.ProcessedTopic]), sandbox.ProcessedTopic)
 	}
+	return nil
+}
+
+// steady waits until the mirror has copied everything A held when it
+// began: a mirror still working off its start-up backlog would make the
+// loss that of a mirror that never ran, not of one running behind. It then
+// says how far behind A the mirror runs.
+func (t *sandboxTarget) steady(ctx context.Context, r *stepRun) error {
+	d, topics := r.d, sandbox.TopicNames()
+	start := d.cfg.Now()
+	held, err := endOffsets(ctx, t.side(sandbox.SideA), topics)
+	if err != nil {
+		return fmt.Errorf("source cluster A: %w", err)
+	}
+	var short []string
+	caught := WaitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, func() bool {
+		b, err := endOffsets(ctx, t.destination(), topics)
+		if err != nil {
+			return false
+		}
+		short = short[:0]
+		for tp, ps := range held {
+			for p, o := range ps {
+				if b[tp][p] < o {
+					short = append(short, fmt.Sprintf("%s %d of %d", ptKey(tp, p), b[tp][p], o))
+				}
+			}
+		}
+		return len(short) == 0
+	})
+	if !caught {
+		slices.Sort(short)
+		return fmt.Errorf("the mirror has not copied what A held %s ago (%s): it is still working off its backlog", d.cfg.StepTimeout, strings.Join(firstN(short, 5), ", "))
+	}
+	b, err := endOffsets(ctx, t.destination(), topics)
+	if err != nil {
+		return err
+	}
+	now, behind, oldest := d.cfg.Now(), int64(0), time.Time{}
+	for _, a := range t.sb.Ledger().Acks(func(a *sandbox.Ack) bool { return a.Side == sandbox.SideA }) {
+		if a.Offset >= b[a.Topic][a.Partition] {
+			behind++
+			if oldest.IsZero() || a.At.Before(oldest) {
+				oldest = a.At
+			}
+		}
+	}
+	lag := time.Duration(0)
+	if !oldest.IsZero() {
+		lag = now.Sub(oldest)
+	}
+	r.line("the mirror has copied everything A held when preflight began (in %s) and runs %s behind A (%d acknowledged records not on B yet)",
+		now.Sub(start).Round(time.Millisecond), lag.Round(time.Millisecond), behind)
 	return nil
 }
 
