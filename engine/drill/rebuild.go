@@ -138,11 +138,15 @@ func (t *sandboxTarget) rebuildDiverged(ctx context.Context, r *stepRun, plan []
 			}
 			qt.Partitions = append(qt.Partitions, QuarantinePartition{Partition: rg.Partition, From: rg.From, To: rg.To, Records: rg.Copied})
 			qt.Records += rg.Copied
-			per = append(per, fmt.Sprintf("%s offsets %d-%d: %d records", ptKey(tp, rg.Partition), rg.From, rg.To-1, rg.Copied))
+			offs := offsetRanges([]int64{rg.From, rg.To - 1})
+			if rg.To-rg.From > 2 {
+				offs = fmt.Sprintf("%d-%d", rg.From, rg.To-1)
+			}
+			per = append(per, fmt.Sprintf("%s offsets %s: %s", ptKey(tp, rg.Partition), offs, plural(rg.Copied, "record")))
 		}
 		q.Records += qt.Records
 		q.Topics = append(q.Topics, qt)
-		r.line("%s rebuilt: %d records quarantined in %s (%s)", tp, qt.Records, qt.Name, orDash(strings.Join(per, "; ")))
+		r.line("%s rebuilt: %s quarantined in %s (%s)", tp, plural(qt.Records, "record"), qt.Name, orDash(strings.Join(per, "; ")))
 	}
 	if err := t.readQuarantine(ctx, q); err != nil {
 		return err
