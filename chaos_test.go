@@ -195,6 +195,11 @@ func startChaosWorkload(t *testing.T, src *enginetest.Cluster, parts map[string]
 		kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.TransactionTimeout(60*time.Second))
 	rng := rand.New(rand.NewPCG(seed, 7))
 	w.wg.Go(func() {
+		// At most 200 transactions a second: unpaced, the rate is the
+		// machine's speed, and a fast machine writes millions of records
+		// the test then has to hold in memory and compare.
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
 		for round := 0; ; round++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := w.transaction(ctx, txn, rng, topics, parts, round)
@@ -206,7 +211,7 @@ func startChaosWorkload(t *testing.T, src *enginetest.Cluster, parts map[string]
 			select {
 			case <-w.stop:
 				return
-			default:
+			case <-tick.C:
 			}
 		}
 	})

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/props"
 )
 
@@ -50,7 +53,7 @@ var actionSpecs = []actionSpec{
 }
 
 // commonFlags go with every action.
-var commonFlags = []string{"bootstrap-server", "command-config"}
+var commonFlags = []string{"bootstrap-server", "command-config", "log-level", "log-format"}
 
 // actionFlags are the flags of kafka-cluster-mirrors.sh-style actions.
 type actionFlags struct {
@@ -64,6 +67,7 @@ type actionFlags struct {
 	allowPlaintext           bool
 	wait                     bool
 	timeout                  time.Duration
+	logs                     logging.Flags
 	set                      map[string]bool // flags given on the command line
 }
 
@@ -91,6 +95,9 @@ func newActionFlagSet(f *actionFlags) *flag.FlagSet {
 	fs.BoolVar(&f.allowPlaintext, "allow-plaintext-secrets", false, "with --create or --alter: store literal secret values")
 	fs.BoolVar(&f.wait, "wait", false, "with --stop, --pause or --resume: wait until every selected partition is STOPPED, PAUSED or MIRRORING")
 	fs.DurationVar(&f.timeout, "timeout", defaultWaitTimeout, "with --wait: how long to wait")
+	// Actions print their results and their one-line errors; the log (on
+	// stderr) adds only franz-go's errors unless asked for more.
+	f.logs.Register(fs, "error", "text")
 	return fs
 }
 
@@ -167,6 +174,9 @@ func check(f *actionFlags, rest []string) (parsed, error) {
 	if (p.action == "create" || p.action == "alter") && f.mirrorConfig == "" {
 		return p, usagef("%s needs --mirror-config", chosen[0])
 	}
+	if err := f.logs.Validate(); err != nil {
+		return p, usagef("%v", err)
+	}
 	if f.set["timeout"] && (!f.wait || f.timeout <= 0) {
 		return p, usagef("--timeout goes with --wait and must be positive")
 	}
@@ -215,7 +225,7 @@ func actionsTaking(option string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-func action(ctx context.Context, f *actionFlags, rest []string, stdout, stderr io.Writer) error {
+func action(ctx context.Context, f *actionFlags, rest []string, stdout, stderr io.Writer) (err error) {
 	p, err := check(f, rest)
 	if err != nil {
 		return err
@@ -236,11 +246,25 @@ func action(ctx context.Context, f *actionFlags, rest []string, stdout, stderr i
 		return err
 	}
 
-	adm, err := engine.NewAdmin(ctx, strings.Split(f.bootstrap, ","), security, connectTimeout)
+	log, _ := f.logs.New(stderr) // checked
+	start := time.Now()
+	adm, err := engine.NewAdmin(ctx, strings.Split(f.bootstrap, ","), security, connectTimeout,
+		kgo.WithLogger(logging.Kgo(log.With(logging.Cluster, "destination"))))
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
+	defer func() {
+		attrs := []any{logging.Action, p.action, logging.Elapsed, time.Since(start)}
+		if f.mirror != "" {
+			attrs = append(attrs, logging.Mirror, f.mirror)
+		}
+		if err != nil {
+			log.Debug("action failed", append(attrs, logging.Error, err)...) // the error is on stderr already
+			return
+		}
+		log.Info("action done", attrs...)
+	}()
 	switch p.action {
 	case "create":
 		warnings, err := adm.CreateMirror(ctx, f.mirror, mirrorProps, f.allowPlaintext)

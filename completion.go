@@ -5,17 +5,22 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/kmirror/kmirror/engine/logging"
+	"github.com/kmirror/kmirror/engine/metrics"
 )
 
 // modeFlags are the flags each mode takes, for completion; a test checks
 // them against the modes' --help.
 var modeFlags = map[string][]string{
-	"run":     {"--bootstrap-server", "--command-config", "--instance", "--heartbeat-interval", "--metrics-addr"},
-	"console": {"--bootstrap-server", "--command-config", "--instance", "--heartbeat-interval", "--metrics-addr", "--read-only", "--run-instance", "--theme", "--ascii", "--log-file", "--drill", "--mirror", "--report", "--step-timeout"},
-	"demo":    {"--headless", "--no-drill", "--drill-script", "--scenario", "--link-rtt", "--link-bandwidth", "--report", "--step-timeout", "--theme", "--ascii", "--log-file"},
-	"sandbox": {},
+	"run": {"--bootstrap-server", "--command-config", "--instance", "--heartbeat-interval", "--metrics-addr", "--metrics-granularity",
+		"--log-level", "--log-format"},
+	"console": {"--bootstrap-server", "--command-config", "--instance", "--heartbeat-interval", "--metrics-addr", "--metrics-granularity",
+		"--read-only", "--run-instance", "--theme", "--ascii", "--log-file", "--log-level", "--log-format", "--drill", "--mirror", "--report", "--step-timeout"},
+	"demo":    {"--headless", "--no-drill", "--drill-script", "--scenario", "--link-rtt", "--link-bandwidth", "--report", "--step-timeout", "--theme", "--ascii", "--log-file", "--log-level", "--log-format"},
+	"sandbox": {"--log-level", "--log-format"},
 	"bench": {"--size", "--partitions", "--codec", "--repeats", "--quick", "--json", "--brokers", "--profile", "--max-inflight",
-		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale"},
+		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale", "--log-level", "--log-format"},
 }
 
 var modes = []string{"run", "console", "demo", "sandbox", "bench", "version", "help", "completion"}
@@ -49,7 +54,17 @@ _kmirror() {
     case "$prev" in
         --mirror-config|--command-config|--log-file|--report) COMPREPLY=($(compgen -f -- "$cur")); return;;
         --theme) COMPREPLY=($(compgen -W "dark light high-contrast" -- "$cur")); return;;
-    esac
+`)
+	for _, fv := range []struct {
+		flag   string
+		values []string
+	}{
+		{"--log-level", logging.Levels}, {"--log-format", logging.Formats},
+		{"--metrics-granularity", []string{string(metrics.PerPartition), string(metrics.PerTopic)}},
+	} {
+		fmt.Fprintf(&b, "        %s) COMPREPLY=($(compgen -W %q -- \"$cur\")); return;;\n", fv.flag, strings.Join(fv.values, " "))
+	}
+	b.WriteString(`    esac
     if [[ $COMP_CWORD -eq 1 ]]; then
 `)
 	fmt.Fprintf(&b, "        COMPREPLY=($(compgen -W %q -- \"$cur\")); return\n    fi\n", strings.Join(append(slices.Clone(modes), "--bootstrap-server", "--version", "--help"), " "))

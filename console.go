@@ -23,6 +23,7 @@ type observerArgs struct {
 	logFile     string
 	log         *slog.Logger
 	metricsAddr string
+	metrics     metrics.Config
 }
 
 // newConsoleObserver is the observer `kmirror console` runs: it reads the
@@ -46,7 +47,7 @@ func runObserver(ctx context.Context, a observerArgs, stderr io.Writer) int {
 	}
 	defer o.Close()
 	if a.metricsAddr != "" {
-		ms, err := metrics.Start(a.metricsAddr, o.Snapshot)
+		ms, err := metrics.Start(a.metricsAddr, o.Snapshot, a.metrics)
 		if err != nil {
 			fmt.Fprintf(stderr, "kmirror console: %v\n", err)
 			return exitFail

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/props"
 	"github.com/kmirror/kmirror/engine/sandbox"
 	"github.com/kmirror/kmirror/internal/linkproxy"
@@ -41,6 +42,7 @@ func (d *demoEnv) close() {
 // B through engine.Admin, starts its topics and joins an instance to it.
 func startDemo(ctx context.Context, log *slog.Logger, opts sandbox.Options) (*demoEnv, error) {
 	start := time.Now()
+	opts.Logger = log
 	sb, err := sandbox.Start(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -105,6 +107,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		ascii = fs.Bool("ascii", false, "ASCII borders and glyphs (default when the locale is not UTF-8)")
 		logFile = fs.String("log-file", defaultLogPath(os.Getenv, "demo.log"), "where the engine writes its log")
 	}
+	// The sandbox logs its brokers to stderr; the demo logs the engine and
+	// the brokers to its log file, as JSON unless told otherwise.
+	var logs logging.Flags
+	if sandboxOnly {
+		logs.Register(fs, "info", "text")
+	} else {
+		logs.Register(fs, "info", "json")
+	}
 	var scenario *string
 	var rtt *time.Duration
 	var bw *int64
@@ -118,6 +128,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kmirror %s: unexpected argument %q\n", name, fs.Arg(0))
+		return exitUsage
+	}
+	if err := logs.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kmirror %s: %v\n", name, err)
 		return exitUsage
 	}
 
@@ -135,7 +149,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	}
 	if sandboxOnly {
 		start := time.Now()
-		sb, err := sandbox.Start(ctx, sandbox.Options{})
+		log, _ := logs.New(stderr) // validated above
+		sb, err := sandbox.Start(ctx, sandbox.Options{Logger: log})
 		if err != nil {
 			fmt.Fprintf(stderr, "kmirror sandbox: %v\n", err)
 			return exitFail
@@ -153,7 +168,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		return exitFail
 	}
 	defer lf.Close()
-	env, err := startDemo(ctx, slog.New(slog.NewJSONHandler(lf, nil)), demoOptions(*rtt, *bw))
+	log, _ := logs.New(lf) // validated above
+	env, err := startDemo(ctx, log, demoOptions(*rtt, *bw))
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror demo: %v\n", err)
 		return exitFail

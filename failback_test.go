@@ -186,9 +186,10 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 		return false, fmt.Sprint(st)
 	})
 	// Partition 0 lost nothing: it fails back with the delta.
+	aCl, bCl := a.Client(t), b.Client(t)
 	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		be, _ := enginetest.Ends(context.Background(), b.Client(t), "orders")
-		ae, _ := enginetest.Ends(context.Background(), a.Client(t), "orders")
+		be, _ := enginetest.Ends(context.Background(), bCl, "orders")
+		ae, _ := enginetest.Ends(context.Background(), aCl, "orders")
 		return len(be) == 2 && len(ae) == 2 && be[0] == ae[0], fmt.Sprintf("B %v A %v", be, ae)
 	})
 	out := kmirrorCLI(t, 0, "--bootstrap-server", addrs(a), "--describe", "--failed")
@@ -231,9 +232,12 @@ func TestUnplannedFailoverDivergence(t *testing.T) {
 }
 
 func caughtUp(t *testing.T, from, to *enginetest.Cluster, topic string) func() (bool, string) {
+	// One client per side for all the polls: a client per poll stays open
+	// until the test ends, and a long wait polls thousands of times.
+	fromCl, toCl := from.Client(t), to.Client(t)
 	return func() (bool, string) {
-		se, err1 := enginetest.Ends(context.Background(), from.Client(t), topic)
-		de, err2 := enginetest.Ends(context.Background(), to.Client(t), topic)
+		se, err1 := enginetest.Ends(context.Background(), fromCl, topic)
+		de, err2 := enginetest.Ends(context.Background(), toCl, topic)
 		return err1 == nil && err2 == nil && fmt.Sprint(se) == fmt.Sprint(de), fmt.Sprintf("%v vs %v (%v %v)", se, de, err1, err2)
 	}
 }
@@ -371,8 +375,9 @@ func failBack(t *testing.T, b *enginetest.Cluster, dir string, ports []int, work
 func quarantineOf(t *testing.T, c *enginetest.Cluster, topic string) string {
 	t.Helper()
 	var quarantine string
+	adm := kadm.NewClient(c.Client(t)) // one client for every poll
 	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		topics, err := kadm.NewClient(c.Client(t)).ListTopics(context.Background())
+		topics, err := adm.ListTopics(context.Background())
 		if err != nil {
 			return false, err.Error()
 		}

@@ -17,8 +17,10 @@ topics of the shards the instances' group assigns it, and runs until SIGTERM
 or Ctrl-C. Start several on one destination to share the mirrors.`,
 	"console": `Usage: kmirror console --bootstrap-server B [flags]
 
-The console, with an in-process instance: the mirrors of the destination,
-their partitions, lag and events; action keys unless --read-only.`,
+The console: the mirrors of the destination, their partitions, lag and
+events, read from __mirror_state and both clusters without joining the
+instances' group; action keys unless --read-only. --run-instance also runs
+an instance in this process.`,
 	"demo": `Usage: kmirror demo [flags]
 
 Two embedded clusters with live traffic, the mirror a-to-b, and the console
@@ -33,7 +35,7 @@ Scenarios (--scenario):
                the failback finds A DIVERGED and the rebuild quarantines them
   unclean      an unclean leader election on A loses a partition's newest
                records, then the region is lost`,
-	"sandbox": `Usage: kmirror sandbox
+	"sandbox": `Usage: kmirror sandbox [--log-level L] [--log-format F]
 
 Starts two embedded Kafka clusters, A (the source) and B (the destination),
 creates topics on A and writes traffic to them, and prints both bootstrap

@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/metrics"
 	"github.com/kmirror/kmirror/tui"
 )
@@ -28,7 +28,10 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	host, _ := os.Hostname()
 	instance := fs.String("instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's name, shown as the owner of its partitions")
 	heartbeat := fs.Duration("heartbeat-interval", engine.DefaultHeartbeatInterval, "how often this instance writes its heartbeat to __mirror_state; readers call it lost after 3 intervals")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (host:port; port 0 picks one)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics, liveness on /healthz and readiness on /readyz (host:port; port 0 picks one)")
+	granularity := fs.String("metrics-granularity", string(metrics.PerPartition), "with --metrics-addr: partition (series per partition) or topic (summed per topic: for many thousands of partitions)")
+	var logs logging.Flags
+	logs.Register(fs, "info", "text")
 	var readOnly, drillOn, withInstance, ascii *bool
 	var theme, logFile, drillMirror, report *string
 	var stepTimeout *time.Duration
@@ -46,6 +49,15 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 	if code, ok := parseMode(fs, mode, args, stdout, stderr); !ok {
 		return code
 	}
+	g, err := metrics.ParseGranularity(*granularity)
+	if err == nil {
+		err = logs.Validate()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kmirror %s: %v\n", mode, err)
+		return exitUsage
+	}
+	mcfg := metrics.Config{Build: metricsBuild(), Granularity: g}
 	if *bootstrap == "" || fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kmirror %s: --bootstrap-server is required and no argument is taken\n", mode)
 		return exitUsage
@@ -81,14 +93,15 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		}
 		defer lf.Close()
 		logOut = lf
-		if !*withInstance {
-			return runObserver(ctx, observerArgs{bootstrap: strings.Split(*bootstrap, ","), secOpts: secOpts, readOnly: *readOnly,
-				theme: *theme, ascii: *ascii, logFile: *logFile, log: slog.New(slog.NewTextHandler(lf, nil)), metricsAddr: *metricsAddr}, stderr)
-		}
+	}
+	log, _ := logs.New(logOut) // validated above
+	if console && !*withInstance {
+		return runObserver(ctx, observerArgs{bootstrap: strings.Split(*bootstrap, ","), secOpts: secOpts, readOnly: *readOnly,
+			theme: *theme, ascii: *ascii, logFile: *logFile, log: log, metricsAddr: *metricsAddr, metrics: mcfg}, stderr)
 	}
 	eng, err := engine.New(ctx, engine.Config{
 		Destination: strings.Split(*bootstrap, ","), DestinationOpts: secOpts, DestinationTLS: destTLS, DestinationSASL: destSASL,
-		Instance: *instance, Logger: slog.New(slog.NewTextHandler(logOut, nil)),
+		Instance: *instance, Logger: log,
 		Version: versionString(), HeartbeatInterval: *heartbeat,
 	})
 	if err != nil {
@@ -100,15 +113,18 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer, c
 		fmt.Fprintf(stderr, "kmirror %s: %s\n", mode, oneLine(err))
 		return exitFail
 	}
+	log.Info("kmirror "+mode+": instance joined the instances' group", logging.Instance, *instance, logging.Version, versionString(),
+		logging.Bootstrap, *bootstrap)
 	if *metricsAddr != "" {
-		ms, err := metrics.Start(*metricsAddr, eng.Snapshot)
+		mcfg.Health = eng.Health
+		ms, err := metrics.Start(*metricsAddr, eng.Snapshot, mcfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "kmirror %s: %v\n", mode, err)
 			return exitFail
 		}
 		defer ms.Close()
 		if !console { // the console owns the terminal
-			fmt.Fprintf(stdout, "kmirror metrics at http://%s/metrics\n", ms.Addr())
+			fmt.Fprintf(stdout, "kmirror metrics at http://%s/metrics, health at /healthz and /readyz\n", ms.Addr())
 		}
 	}
 	if console {

@@ -39,6 +39,11 @@ Modes:
   kmirror --version                        the release, commit, module version and Go version of this build
   kmirror --help                           this text
 
+  Every mode and action takes --log-level debug|info|warn|error and
+  --log-format text|json. run and sandbox log to stderr at info, console and
+  demo to their --log-file, bench to stderr at warn, actions to stderr at
+  error. run --metrics-addr also serves /healthz and /readyz.
+
 Actions (compatible with kafka-cluster-mirrors.sh; exactly one per call):
   kmirror --bootstrap-server B [--command-config F] ACTION [options]
     --create          --mirror N --mirror-config F [--allow-plaintext-secrets]

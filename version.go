@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/kmirror/kmirror/engine/metrics"
 )
 
 // version is kmirror's release, set at build time with
@@ -62,4 +65,9 @@ func versionReport() string {
 		goVersion = bi.GoVersion
 	}
 	return fmt.Sprintf("kmirror %s\ncommit: %s\nmodule: %s\ngo: %s %s/%s\n", version, commit, module, goVersion, runtime.GOOS, runtime.GOARCH)
+}
+
+// metricsBuild is the build as kmirror_build_info names it.
+func metricsBuild() metrics.Build {
+	return metrics.Build{Version: version, Revision: cmp.Or(buildCommit(), "unknown")}
 }

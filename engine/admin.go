@@ -37,13 +37,13 @@ type Admin struct {
 }
 
 // NewAdmin connects to the destination cluster; it fails within timeout when
-// the cluster does not answer.
-func NewAdmin(ctx context.Context, bootstrap []string, security map[string]string, timeout time.Duration) (*Admin, error) {
+// the cluster does not answer. extra go to its franz-go clients (a logger).
+func NewAdmin(ctx context.Context, bootstrap []string, security map[string]string, timeout time.Duration, extra ...kgo.Opt) (*Admin, error) {
 	sec, err := SecurityOpts(security)
 	if err != nil {
 		return nil, fmt.Errorf("--command-config: %w", err)
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-admin"), kgo.RetryTimeout(timeout)}, sec...)
+	opts := append(append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("kmirror-admin"), kgo.RetryTimeout(timeout)}, sec...), extra...)
 	cl, err := kgo.NewClient(append(slices.Clone(opts), store.WriterOpts()...)...)
 	if err != nil {
 		return nil, err
@@ -194,8 +194,9 @@ func buildDef(name string, p props.Properties, allowLiteralSecrets bool) (store.
 	return def, warnings, nil
 }
 
-// sourceClient connects to a mirror's source with its resolved settings.
-func sourceClient(def store.MirrorDef) (*cluster, error) {
+// sourceClient connects to a mirror's source with its resolved settings;
+// extra go to its franz-go client (a logger).
+func sourceClient(def store.MirrorDef, extra ...kgo.Opt) (*cluster, error) {
 	sec, err := resolveSecrets(def.SourceConfig)
 	if err != nil {
 		return nil, fmt.Errorf("mirror %s: %w", def.Name, err)
@@ -204,7 +205,7 @@ func sourceClient(def store.MirrorDef) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror %s: %w", def.Name, err)
 	}
-	return newCluster("source", def.SourceBootstrap, "kmirror-admin", append(opts, kgo.RetryTimeout(10*time.Second))...)
+	return newCluster("source", def.SourceBootstrap, "kmirror-admin", slices.Concat(opts, []kgo.Opt{kgo.RetryTimeout(10 * time.Second)}, extra)...)
 }
 
 func sourceClusterID(ctx context.Context, def store.MirrorDef) (string, error) {

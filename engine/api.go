@@ -166,6 +166,14 @@ type MirrorSnapshot struct {
 	// GroupSyncRounds counts the consumer- and share-group offset sync
 	// rounds run since the mirror started here.
 	GroupSyncRounds int64
+	// GroupSyncLast is when the last group offset sync round ended without
+	// error (zero: none yet, or group sync is off).
+	GroupSyncLast time.Time
+
+	// Failures counts the partitions that went FAILED, Realignments the
+	// realignments of MIRRORING partitions after an append or fetch
+	// error, by cause, since the mirror started here.
+	Failures, Realignments map[partition.Cause]int64
 
 	// Latency is how long appended batches spent in the engine and in the
 	// destination's Produce, since the mirror started here.
@@ -185,6 +193,9 @@ type Snapshot struct {
 	Destination ClusterInfo
 	DestReach   Reachability     // whether the destination answers the mirrors' checks
 	Mirrors     []MirrorSnapshot // sorted by name
+	// Member is the instance's standing in the instances' group; zero for
+	// an engine that did not Join and for an observer.
+	Member Membership
 
 	// Observer is set when an Observer took the snapshot: it runs no
 	// partition (Instance is ""), every partition shown is some

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,6 +51,7 @@ type coordinator struct {
 
 	rejoin chan struct{} // the gate suspended: ask the group to assign again
 	hb     heartbeats    // owned by loop
+	shards atomic.Int32  // len(owned), published by loop for Snapshot
 }
 
 type coordMsg struct {

@@ -63,7 +63,7 @@ func (c *coordinator) discover(ctx context.Context) {
 			patterns[p.Topics] = p.Exclude
 		}
 		if inc := strings.Join(settings.TopicsInclude, ","); inc != "" {
-			patterns[inc] = "" // mirror.topics.include: a standing --start
+			patterns[inc] = "" // topics.include: a standing --start
 		}
 		for pattern, exclude := range patterns {
 			sel, err := ParseTopics(pattern)

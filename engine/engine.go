@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kmirror/kmirror/engine/internal/throttle"
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/wire"
@@ -72,6 +72,8 @@ type Engine struct {
 	mu      sync.Mutex
 	mirrors map[string]*mirror
 
+	startups startups // partitions coming up, for the start-up summary
+
 	conns  *connPool
 	events *eventQueue
 	coord  *coordinator // nil unless the engine joined __mirror_state
@@ -90,8 +92,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.Instance = "kmirror"
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = logging.Discard()
 	}
+	// franz-go's own log goes to the same logger: every destination
+	// client is made with DestinationOpts.
+	dstLog := cfg.Logger.With(logging.Cluster, "destination")
+	cfg.DestinationOpts = append(slices.Clone(cfg.DestinationOpts), kgo.WithLogger(logging.Kgo(dstLog)))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -110,7 +116,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
-	dst, err := newCluster("destination", cfg.Destination, cfg.Instance, cfg.DestinationOpts...)
+	dst, err := newCluster("destination", cfg.Destination, cfg.Instance, slices.Concat(cfg.DestinationOpts, []kgo.Opt{kgo.WithLogger(logging.KgoRaw(dstLog))})...)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +198,9 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	if dup {
 		return nil, fmt.Errorf("mirror %s is already running", cfg.Name)
 	}
-	src, err := newCluster("source", cfg.SourceBootstrap, e.cfg.Instance+"-"+cfg.Name, cfg.SourceOpts...)
+	srcLog := e.log.With(logging.Cluster, "source", logging.Mirror, cfg.Name)
+	cfg.SourceOpts = append(slices.Clone(cfg.SourceOpts), kgo.WithLogger(logging.Kgo(srcLog)))
+	src, err := newCluster("source", cfg.SourceBootstrap, e.cfg.Instance+"-"+cfg.Name, slices.Concat(cfg.SourceOpts, []kgo.Opt{kgo.WithLogger(logging.KgoRaw(srcLog))})...)
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +264,7 @@ func (e *Engine) Snapshot() Snapshot {
 		Instance:    e.cfg.Instance,
 		Destination: ClusterInfo{ID: e.destID, Bootstrap: e.cfg.Destination},
 		DestReach:   e.dstReach.state(),
+		Member:      e.membership(),
 	}
 	for _, m := range ms {
 		mm := MirrorSnapshot{Name: m.cfg.Name, Source: ClusterInfo{ID: m.sourceID, Bootstrap: m.cfg.SourceBootstrap}}
@@ -267,8 +276,9 @@ func (e *Engine) Snapshot() Snapshot {
 		}
 		m.mu.Lock()
 		mm.Groups, mm.ShareGroupsSkipped = slices.Clone(m.groups), m.shareSkip
-		mm.GroupSyncRounds = m.groupRounds
+		mm.GroupSyncRounds, mm.GroupSyncLast = m.groupRounds, m.groupLast
 		m.mu.Unlock()
+		mm.Failures, mm.Realignments = m.failures.snapshot(), m.realigns.snapshot()
 		mm.Meta = m.metaStatus()
 		mm.Latency = m.latency()
 		mm.SourceReach = m.srcReach.state()
@@ -339,26 +349,13 @@ func commandEvent(cmd Command) partition.Event {
 // time.Time takes twenty-four, keeping the monotonic clock's order.
 func (e *Engine) sinceBase(t time.Time) time.Duration { return t.Sub(e.base) }
 
-// emit records an event and logs it.
-func (e *Engine) emit(level EventLevel, mirror, topic string, p int32, msg string) {
+// emit records an event and logs it (logEvent): mirror "", topic "" and
+// partition -1 are an event about no mirror, topic or partition.
+func (e *Engine) emit(level EventLevel, mirror, topic string, p int32, msg string, attrs ...slog.Attr) {
 	ev := Event{Time: e.now(), Level: level, Mirror: mirror, Topic: topic, Partition: p, Message: msg}
-	lvl := slog.LevelInfo
-	switch level {
-	case LevelWarn:
-		lvl = slog.LevelWarn
-	case LevelError:
-		lvl = slog.LevelError
-	}
-	e.log.Log(context.Background(), lvl, msg, attrMirror, mirror, attrTopic, topic, attrPartition, p)
+	logEvent(e.log, slogLevel(level), ev, attrs...)
 	e.events.push(ev)
 }
-
-// Log attribute keys.
-const (
-	attrMirror    = "mirror"
-	attrTopic     = "topic"
-	attrPartition = "partition"
-)
 
 // deleteRecords moves a destination partition's log start to offset.
 func (e *Engine) deleteRecords(ctx context.Context, topic string, p int32, offset int64) error {

@@ -96,8 +96,8 @@ type fetcher struct {
 	wants   chan want
 }
 
-// fetchLimits are a Fetch request's byte limits (mirror.fetch.min.bytes,
-// mirror.fetch.response.max.bytes); zero fields take Kafka's replica
+// fetchLimits are a Fetch request's byte limits (fetch.min.bytes,
+// fetch.response.max.bytes); zero fields take Kafka's replica
 // fetcher defaults.
 type fetchLimits struct {
 	minBytes, maxBytes int32

@@ -26,6 +26,7 @@ type GroupSnapshot struct {
 	Kind       GroupKind
 	LastSync   time.Time // zero: never synced
 	SkipReason string    // why the group was not synced in the last run, "" if it was
+	Skip       GroupSkip // SkipReason's class, SkipNone if it was synced
 	Partitions []GroupPartition
 }
 
@@ -73,14 +74,19 @@ func (m *mirror) syncGroups(ctx context.Context) {
 		}
 		t.Reset(max(m.settings().groupSync.interval, time.Millisecond))
 		topics := m.syncedTopics()
-		if err := m.syncGroupsOnce(ctx, topics); err != nil && ctx.Err() == nil {
+		err := m.syncGroupsOnce(ctx, topics)
+		if err != nil && ctx.Err() == nil {
 			m.e.emit(LevelWarn, m.cfg.Name, "", -1, "group offset sync: "+err.Error())
 		}
-		if err := m.syncShareGroupsOnce(ctx, topics); err != nil && ctx.Err() == nil {
-			m.e.emit(LevelWarn, m.cfg.Name, "", -1, "share-group offset sync: "+err.Error())
+		serr := m.syncShareGroupsOnce(ctx, topics)
+		if serr != nil && ctx.Err() == nil {
+			m.e.emit(LevelWarn, m.cfg.Name, "", -1, "share-group offset sync: "+serr.Error())
 		}
 		m.mu.Lock()
 		m.groupRounds++
+		if err == nil && serr == nil {
+			m.groupLast = m.e.now()
+		}
 		m.mu.Unlock()
 	}
 }
@@ -126,13 +132,13 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 	for _, g := range groups {
 		gs := GroupSnapshot{Group: g}
 		if d, ok := dstDesc[g]; ok && len(d.Members) > 0 {
-			gs.SkipReason = fmt.Sprintf("active on the destination (%d members): it consumes there already", len(d.Members))
+			gs.skip(SkipActive, fmt.Sprintf("active on the destination (%d members): it consumes there already", len(d.Members)))
 			out = append(out, gs)
 			continue
 		}
 		committed, err := m.src.adm.FetchOffsetsForTopics(ctx, g, topics...)
 		if err != nil {
-			gs.SkipReason = "fetch source offsets: " + err.Error()
+			gs.skip(SkipSourceUnreadable, "fetch source offsets: "+err.Error())
 			out = append(out, gs)
 			continue
 		}
@@ -154,7 +160,7 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 			gs.Partitions = append(gs.Partitions, GroupPartition{Topic: o.Topic, Partition: o.Partition, Source: o.At, Destination: at})
 		})
 		if len(gs.Partitions) == 0 {
-			gs.SkipReason = "no committed offsets on mirrored topics"
+			gs.skip(SkipNoOffsets, "no committed offsets on mirrored topics")
 			out = append(out, gs)
 			continue
 		}
@@ -165,7 +171,7 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 			}
 		}
 		if len(commit) == 0 {
-			gs.SkipReason = "no committed offsets on mirrored topics"
+			gs.skip(SkipNoOffsets, "no committed offsets on mirrored topics")
 			out = append(out, gs)
 			continue
 		}
@@ -174,7 +180,7 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 			err = resp.Error()
 		}
 		if err != nil {
-			gs.SkipReason = "commit on the destination: " + err.Error()
+			gs.skip(SkipWriteFailed, "commit on the destination: "+err.Error())
 		} else {
 			gs.LastSync = now
 		}

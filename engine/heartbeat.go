@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/store"
 )
 
@@ -32,6 +33,7 @@ type heartbeats struct {
 	inflight bool    // a write is on its way; done receives its outcome
 	sent     []int32 // the shards of the last heartbeat handed over
 	failing  bool    // the last write failed, and that was reported
+	probe    destProbe
 	done     chan error
 }
 
@@ -44,10 +46,15 @@ type heartbeats struct {
 // see it age towards lost.
 func (c *coordinator) heartbeat(ctx context.Context) {
 	shards := c.ownedShards()
+	c.shards.Store(int32(len(shards)))
 	if !slices.Equal(shards, c.hb.sent) {
 		c.hb.due = true
 	}
-	if !c.hb.due || c.hb.inflight || !c.e.gate.allowed() {
+	if !c.e.gate.allowed() {
+		c.probeDestination(ctx) // no heartbeat tells whether the destination answers
+		return
+	}
+	if !c.hb.due || c.hb.inflight {
 		return
 	}
 	b, err := store.EncodeInstance(c.heartbeatRecord(shards, false))
@@ -147,6 +154,6 @@ func (c *coordinator) writeStopped() {
 	ctx, cancel := context.WithTimeout(context.Background(), finalHeartbeatTimeout)
 	defer cancel()
 	if err := c.w.Put(ctx, store.InstanceKey(c.e.cfg.Instance), b); err != nil {
-		c.e.log.Warn("final heartbeat not written", "err", err)
+		c.e.log.Warn("final heartbeat not written", logging.Error, err)
 	}
 }

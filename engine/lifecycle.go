@@ -45,6 +45,7 @@ func (r *runner) run(ctx context.Context, initial ...partition.Event) {
 		r.waitEvent(ctx)
 	}
 	r.exit()
+	r.m.e.partitionGone(r.m.cfg.Name, r.topic, r.partition)
 }
 
 // begin publishes the initial status and steps the initial events.
@@ -132,6 +133,9 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 	prev := r.st.State
 	r.st = next
 	r.stats.setStatus(r.st)
+	if next.State == partition.Failed && prev != partition.Failed {
+		r.m.failures.add(next.Cause)
+	}
 	if next.State == partition.Paused && prev != partition.Paused {
 		r.warnPausedTxns(ctx)
 	}
@@ -147,7 +151,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 			case partition.SeverityError:
 				lvl = LevelError
 			}
-			r.m.e.emit(lvl, r.m.cfg.Name, r.topic, r.partition, a.Message)
+			r.m.e.emitState(lvl, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
 		case partition.ScheduleRetry:
 			if r.retry != nil {
 				r.retry.Stop()
@@ -355,6 +359,8 @@ func (r *runner) realign(ctx context.Context, err error) error {
 			return err
 		}
 		r.retrying("realigning: " + err.Error())
+		cause, _, _ := r.classify(err)
+		r.m.realigns.add(cause)
 		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()
@@ -392,6 +398,13 @@ func isTransient(err error) bool {
 
 // errorEvent classifies a failure for the state machine.
 func (r *runner) errorEvent(epoch int64, err error) partition.Event {
+	cause, retryable, err := r.classify(err)
+	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.m.e.now(), Jitter: r.m.e.jitter()}
+}
+
+// classify finds an error's cause and whether it is retryable; during a
+// source outage the error is returned wrapped in the outage's.
+func (r *runner) classify(err error) (partition.Cause, bool, error) {
 	cause, retryable := partition.CauseOther, true
 	var om *OffsetMismatchError
 	var pe *PartitionError
@@ -424,7 +437,7 @@ func (r *runner) errorEvent(epoch int64, err error) partition.Event {
 	case isTransient(err):
 		cause = partition.CauseTransient
 	}
-	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.m.e.now(), Jitter: r.m.e.jitter()}
+	return cause, retryable, err
 }
 
 // persistStatus writes the partition's record before any action of the

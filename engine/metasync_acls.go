@@ -173,13 +173,23 @@ func (c *cluster) describeACLs(ctx context.Context) ([]aclEntry, error) {
 // the destination may grant access of its own (the consumers failed over
 // to it, the mirror itself). It returns the ACLs created and the source
 // ACLs not selected.
+//
+// A cluster without an authorizer (SECURITY_DISABLED) ends the round
+// quietly: a source without one has no ACLs to copy, a destination without
+// one cannot hold them, and ACL sync is on by default.
 func (m *mirror) syncACLs(ctx context.Context, mirrored []string) (created, skipped int, err error) {
 	cfg := m.settings().metaSync
 	src, err := m.src.describeACLs(ctx)
+	if errors.Is(err, kerr.SecurityDisabled) {
+		return 0, 0, cfg.aclErr
+	}
 	if err != nil {
 		return 0, 0, errors.Join(err, cfg.aclErr)
 	}
 	dst, err := m.e.dst.describeACLs(ctx)
+	if errors.Is(err, kerr.SecurityDisabled) {
+		return 0, len(src), cfg.aclErr
+	}
 	if err != nil {
 		return 0, 0, errors.Join(err, cfg.aclErr)
 	}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/props"
 )
 
 const metaInterval = 100 * time.Millisecond
@@ -320,4 +322,95 @@ func TestACLSyncFollowsIncludeRules(t *testing.T) {
 	if got := listACLs(t, e.dstCl); !slices.Equal(got, want) || !slices.Contains(got, strings.ToLower(destOnly.String())) {
 		t.Errorf("destination ACLs %v, want %v", got, want)
 	}
+}
+
+// TestACLSyncDefaultsToEveryACL: a mirror whose configuration does not set
+// acls.include syncs every ACL (KIP-1279's default "*"): a topic ACL of its
+// mirrored topic and a group ACL reach the destination. A mirror with an
+// empty acls.include syncs none. A destination without an authorizer
+// (SECURITY_DISABLED) makes the ACL sync skip quietly, not fail.
+func TestACLSyncDefaultsToEveryACL(t *testing.T) {
+	src, dst := enginetest.Pair(t)
+	srcCl, dstCl := src.Client(t), dst.Client(t)
+	src.CreateTopic(t, "orders", 1, nil)
+	src.CreateTopic(t, "other", 1, nil)
+	copied := []acl{
+		{"topic", "orders", "read", "allow", "User:alice"},
+		{"group", "app-1", "read", "allow", "User:alice"},
+	}
+	onlyOff := acl{"topic", "other", "read", "allow", "User:bob"} // the topic of the mirror without ACL sync
+	createACLs(t, srcCl, append(slices.Clone(copied), onlyOff)...)
+
+	ctx := context.Background()
+	adm, err := engine.NewAdmin(ctx, dst.Addrs(), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	for name, extra := range map[string]map[string]string{
+		"all": {},
+		"off": {"acls.include": ""},
+	} {
+		cfg := map[string]string{"bootstrap.servers": strings.Join(src.Addrs(), ","), "mirror.metadata.refresh.interval.ms": "100"}
+		maps.Copy(cfg, extra)
+		if _, err := adm.CreateMirror(ctx, name, props.FromMap(cfg), false); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	for name, topic := range map[string]string{"all": "orders", "off": "other"} {
+		sel, err := engine.ParseTopics(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := adm.Start(ctx, name, sel, nil); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+	}
+	eng, err := engine.New(ctx, engine.Config{Destination: dst.Addrs(), Instance: "acls"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+	if err := eng.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	meta := func(name string) engine.MetaSyncStatus {
+		for _, m := range eng.Snapshot().Mirrors {
+			if m.Name == name {
+				return m.Meta
+			}
+		}
+		return engine.MetaSyncStatus{}
+	}
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		have := listACLs(t, dstCl)
+		for _, a := range copied {
+			if !slices.Contains(have, strings.ToLower(a.String())) {
+				return false, fmt.Sprintf("destination ACLs %v lack %s", have, a)
+			}
+		}
+		return meta("off").Rounds >= 3, fmt.Sprintf("mirror off ran %d sync rounds", meta("off").Rounds)
+	})
+	if have := listACLs(t, dstCl); len(have) != len(copied) {
+		t.Errorf("destination ACLs %v: want only the %d of mirror all (mirror off syncs none)", have, len(copied))
+	}
+	if off := meta("off").ACLs; !off.LastSync.IsZero() || off.LastError != "" {
+		t.Errorf("mirror off synced ACLs: %+v", off)
+	}
+
+	// The destination loses its authorizer: no ACL error, rounds go on.
+	dst.ControlKey(int16(kmsg.DescribeACLs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
+		resp.ErrorCode = kerr.SecurityDisabled.Code
+		return resp, nil, true
+	})
+	from := meta("all").ACLs.LastSync
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		all := meta("all").ACLs
+		if all.LastError != "" {
+			t.Fatalf("ACL sync against a destination without an authorizer failed: %s", all.LastError)
+		}
+		return all.LastSync.After(from.Add(300 * time.Millisecond)), fmt.Sprintf("ACL sync of mirror all: %+v", all)
+	})
 }

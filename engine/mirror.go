@@ -31,9 +31,9 @@ type MirrorConfig struct {
 
 	NumFetchers           int            // fetchers per source broker (mirror.num.fetchers), default 1
 	FetchMaxWait          time.Duration  // long-poll time of one fetch, default 100ms
-	PartitionFetchBytes   int32          // bytes asked per partition per fetch (mirror.fetch.max.bytes), default 1 MiB
-	FetchMinBytes         int32          // bytes a long-polled fetch waits for (mirror.fetch.min.bytes), default 1
-	FetchResponseMaxBytes int32          // bytes of one fetch response (mirror.fetch.response.max.bytes), default 64 MiB
+	PartitionFetchBytes   int32          // bytes asked per partition per fetch (fetch.max.bytes), default 1 MiB
+	FetchMinBytes         int32          // bytes a long-polled fetch waits for (fetch.min.bytes), default 1
+	FetchResponseMaxBytes int32          // bytes of one fetch response (fetch.response.max.bytes), default 64 MiB
 	RetryInitial          time.Duration  // first retry backoff, default 100ms
 	RetryMax              time.Duration  // backoff cap, default 300s
 	RetryAttempts         int            // retries before a FAILED partition waits for recover, default 20
@@ -69,6 +69,15 @@ func (c *MirrorConfig) defaults() error {
 	}
 	if c.PartitionFetchBytes <= 0 {
 		c.PartitionFetchBytes = 1 << 20
+	}
+	// Kafka's replica fetcher defaults, which the fetcher also applies to
+	// zero limits; set here so that spelling them out changes nothing
+	// (needsReopen compares configurations with their defaults applied).
+	if c.FetchMinBytes <= 0 {
+		c.FetchMinBytes = 1
+	}
+	if c.FetchResponseMaxBytes <= 0 {
+		c.FetchResponseMaxBytes = 64 << 20
 	}
 	if c.MaxInFlight <= 0 || c.MaxInFlight > 5 {
 		c.MaxInFlight = 5 // the broker deduplicates at most five batches per producer
@@ -133,6 +142,9 @@ type mirror struct {
 
 	shareSkip   string // why share groups were not synced, "" if they were; guarded by mu
 	groupRounds int64  // group offset sync rounds run since the mirror started here; guarded by mu
+
+	groupLast          time.Time   // end of the last group offset sync round without error; guarded by mu
+	failures, realigns causeCounts // partitions gone FAILED, and realignments, by cause
 
 	// topicCtx holds the runners of each topic, with the context that
 	// ends them (removeTopic). One context per topic rather than per

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/engine/logging"
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 )
 
@@ -38,6 +39,7 @@ type Observer struct {
 	// refreshes counts completed looks, published or not.
 	refreshes atomic.Int64
 	evs       *eventQueue
+	startups  startups // the instances' partitions coming up, for the start-up summary
 	ctx       context.Context
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -90,9 +92,11 @@ func NewObserver(ctx context.Context, cfg ObserverConfig) (*Observer, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = logging.Discard()
 	}
-	dst, err := newCluster("destination", cfg.Destination, "kmirror-observer", cfg.DestinationOpts...)
+	dstLog := log.With(logging.Cluster, "destination")
+	cfg.DestinationOpts = append(slices.Clone(cfg.DestinationOpts), kgo.WithLogger(logging.Kgo(dstLog)))
+	dst, err := newCluster("destination", cfg.Destination, "kmirror-observer", slices.Concat(cfg.DestinationOpts, []kgo.Opt{kgo.WithLogger(logging.KgoRaw(dstLog))})...)
 	if err != nil {
 		return nil, err
 	}
@@ -166,20 +170,10 @@ func (o *Observer) Control(ctx context.Context, cmd Command) error {
 	return nil
 }
 
-func (o *Observer) emit(level EventLevel, mirror, topic string, p int32, msg string) {
-	o.evs.push(Event{Time: o.now(), Level: level, Mirror: mirror, Topic: topic, Partition: p, Message: msg})
-	o.log.Log(context.Background(), slogLevel(level), msg, attrMirror, mirror, attrTopic, topic, attrPartition, p)
-}
-
-func slogLevel(l EventLevel) slog.Level {
-	switch l {
-	case LevelWarn:
-		return slog.LevelWarn
-	case LevelError:
-		return slog.LevelError
-	case LevelInfo:
-	}
-	return slog.LevelInfo
+func (o *Observer) emit(level EventLevel, mirror, topic string, p int32, msg string, attrs ...slog.Attr) {
+	ev := Event{Time: o.now(), Level: level, Mirror: mirror, Topic: topic, Partition: p, Message: msg}
+	o.evs.push(ev)
+	logEvent(o.log, slogLevel(level), ev, attrs...)
 }
 
 // read hands every record of __mirror_state to the loop, which owns the
@@ -192,7 +186,7 @@ func (o *Observer) read(ctx context.Context) {
 			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			o.log.Warn("read "+store.Topic, attrPartition, p, "error", err)
+			o.log.Warn("read "+store.Topic, logging.Partition, p, logging.Error, err)
 		})
 		if recs := fs.Records(); len(recs) > 0 {
 			select {
@@ -271,7 +265,7 @@ func (o *Observer) apply(st *observeState, recs []*kgo.Record) {
 		}
 		k, changed, err := st.cat.Apply(r.Key, r.Value)
 		if err != nil {
-			o.log.Warn("skip a "+store.Topic+" record", "key", string(r.Key), "error", err)
+			o.log.Warn("skip a "+store.Topic+" record", logging.Key, string(r.Key), logging.Error, err)
 			continue
 		}
 		if !changed || !st.caughtUp || k.Kind != store.KindPartition {
@@ -287,7 +281,11 @@ func (o *Observer) apply(st *observeState, recs []*kgo.Record) {
 			if after.Error != "" {
 				lvl, msg = LevelWarn, msg+": "+after.Error
 			}
-			o.emit(lvl, k.Mirror, k.Topic, k.Partition, msg)
+			from := partition.Unknown
+			if had {
+				from = before.State
+			}
+			logState(o.log, &o.startups, o.evs, Event{Time: o.now(), Level: lvl, Mirror: k.Mirror, Topic: k.Topic, Partition: k.Partition, Message: msg}, from, after.State)
 		}
 	}
 }

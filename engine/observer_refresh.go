@@ -13,7 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 )
@@ -169,7 +171,7 @@ func (o *Observer) sourceFor(st *observeState, mirror string) *observedSource {
 		src.c.close()
 	}
 	src = &observedSource{def: fp}
-	c, err := sourceClient(def)
+	c, err := sourceClient(def, kgo.WithLogger(logging.KgoRaw(o.log.With(logging.Cluster, "source", logging.Mirror, mirror))))
 	src.c, src.err = c, err
 	st.sources[mirror] = src
 	return src
@@ -225,13 +227,13 @@ func (o *Observer) noteDest(st *observeState, lk look, now time.Time) {
 		st.destID = cmp.Or(lk.dstID, st.destID)
 		if wasDown, downFor := st.dstReach.ok(now); wasDown {
 			o.emit(LevelInfo, "", "", -1, fmt.Sprintf("destination cluster %s answers again after %s",
-				strings.Join(o.cfg.Destination, ","), downFor.Round(time.Second)))
+				strings.Join(o.cfg.Destination, ","), downFor.Round(time.Second)), clusterAttr("destination"))
 		}
 		return
 	}
 	if st.dstReach.failed(now, lk.dstErr) {
 		o.emit(LevelError, "", "", -1, fmt.Sprintf("destination cluster %s does not answer this console: %v",
-			strings.Join(o.cfg.Destination, ","), lk.dstErr))
+			strings.Join(o.cfg.Destination, ","), lk.dstErr), clusterAttr("destination"))
 	}
 }
 
@@ -249,11 +251,11 @@ func (o *Observer) mirrorSnapshot(st *observeState, name string, lk look, now ti
 		src.id = cmp.Or(sl.meta.clusterID, src.id)
 		if wasDown, downFor := src.reach.ok(now); wasDown {
 			o.emit(LevelInfo, name, "", -1, fmt.Sprintf("source cluster %s answers this console again after %s",
-				strings.Join(def.SourceBootstrap, ","), downFor.Round(time.Second)))
+				strings.Join(def.SourceBootstrap, ","), downFor.Round(time.Second)), clusterAttr("source"))
 		}
 	} else if sl.err != nil && src.reach.failed(now, sl.err) {
 		o.emit(LevelError, name, "", -1, fmt.Sprintf("source cluster %s does not answer this console: %v",
-			strings.Join(def.SourceBootstrap, ","), sl.err))
+			strings.Join(def.SourceBootstrap, ","), sl.err), clusterAttr("source"))
 	}
 	ms := MirrorSnapshot{Name: name, Source: ClusterInfo{ID: cmp.Or(src.id, def.SourceClusterID), Bootstrap: def.SourceBootstrap}}
 	ms.SourceReach = sourceReachOf(src.reach.state(), cat, name, now)

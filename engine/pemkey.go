@@ -15,22 +15,17 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"os"
 )
 
 // errKeyPassword is a wrong ssl.key.password, or a corrupt encrypted key:
 // CBC padding cannot tell them apart.
 var errKeyPassword = errors.New("cannot decrypt the private key: wrong ssl.key.password")
 
-// loadKeystore reads a PEM keystore (certificate chain and private key),
+// pemKeyPair reads a PEM keystore (certificate chain and private key),
 // as Kafka's ssl.keystore.type=PEM does: the key may be encrypted, as
 // PKCS#8 (ENCRYPTED PRIVATE KEY, PBES2 with PBKDF2 and AES or 3DES, what
 // openssl writes) or in OpenSSL's older Proc-Type form, with password.
-func loadKeystore(path, password string) (tls.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
+func pemKeyPair(data []byte, password string) (tls.Certificate, error) {
 	var certs, key []byte
 	for {
 		var b *pem.Block

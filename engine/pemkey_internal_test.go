@@ -34,7 +34,7 @@ func TestEncryptedKeystores(t *testing.T) {
 	}
 	for _, f := range []string{"key.pem", "des3.pem", "legacy.pem"} {
 		ks := keystore(f)
-		c, err := loadKeystore(ks, "s3cret")
+		c, err := keyPair(map[string]string{"ssl.keystore.location": ks, "ssl.key.password": "s3cret"})
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -45,10 +45,10 @@ func TestEncryptedKeystores(t *testing.T) {
 		if !c.PrivateKey.(*ecdsa.PrivateKey).PublicKey.Equal(leaf.PublicKey) {
 			t.Errorf("%s: the key does not match the certificate", f)
 		}
-		if _, err := loadKeystore(ks, "wrong"); err == nil || !strings.Contains(err.Error(), "ssl.key.password") {
+		if _, err := keyPair(map[string]string{"ssl.keystore.location": ks, "ssl.key.password": "wrong"}); err == nil || !strings.Contains(err.Error(), "ssl.key.password") {
 			t.Errorf("%s with a wrong password: %v", f, err)
 		}
-		if _, err := loadKeystore(ks, ""); err == nil || !strings.Contains(err.Error(), "set ssl.key.password") {
+		if _, err := keyPair(map[string]string{"ssl.keystore.location": ks}); err == nil || !strings.Contains(err.Error(), "set ssl.key.password") {
 			t.Errorf("%s without a password: %v", f, err)
 		}
 		// Through the settings, as a mirror configuration gives them.

@@ -129,7 +129,7 @@ func (m *mirror) sourceChecked(rs []*runner, now time.Time, err error) {
 	if err == nil {
 		if wasDown, downFor := m.srcReach.ok(now); wasDown {
 			m.e.emit(LevelInfo, m.cfg.Name, "", -1, fmt.Sprintf("source cluster %s answers again after %s: partitions retry now",
-				strings.Join(m.cfg.SourceBootstrap, ","), downFor.Round(time.Second)))
+				strings.Join(m.cfg.SourceBootstrap, ","), downFor.Round(time.Second)), clusterAttr("source"))
 			for _, r := range rs {
 				if r.stats.failedFor(partition.CauseSourceUnreachable) {
 					r.send(partition.SourceReachable{})
@@ -140,7 +140,7 @@ func (m *mirror) sourceChecked(rs []*runner, now time.Time, err error) {
 	}
 	if m.srcReach.failed(now, err) {
 		down := m.sourceDown()
-		m.e.emit(LevelError, m.cfg.Name, "", -1, down.Error()+"; its partitions are FAILED until it answers, and a stop needs only the destination")
+		m.e.emit(LevelError, m.cfg.Name, "", -1, down.Error()+"; its partitions are FAILED until it answers, and a stop needs only the destination", clusterAttr("source"))
 	}
 	if down := m.sourceDown(); down != nil {
 		for _, r := range rs {

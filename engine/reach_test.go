@@ -103,7 +103,7 @@ func TestSourceUnreachableIsFailedAndRecovers(t *testing.T) {
 			t.Fatalf("persisted orders/%d: %s retryable %v attempt %d (first seen %d)", p, rec.State, rec.Retryable, rec.Attempt, attempts[p])
 		}
 	}
-	srv := httptest.NewServer(metrics.Handler(e.eng.Snapshot))
+	srv := httptest.NewServer(metrics.Handler(e.eng.Snapshot, metrics.Config{}))
 	defer srv.Close()
 	body := get(t, srv.URL)
 	if !strings.Contains(body, `kmirror_mirror_source_up{mirror="a-to-b"} 0`) || !strings.Contains(body, `kmirror_destination_up{kmirror_instance="one"} 1`) {

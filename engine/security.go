@@ -16,7 +16,7 @@ import (
 
 // SecurityOpts turns Kafka client security settings (security.protocol,
 // sasl.*, ssl.*) into franz-go options. Secret values must already be
-// resolved. PEM files are supported for trust and key stores.
+// resolved. Trust and key stores may be PEM, PKCS12 or JKS files.
 func SecurityOpts(cfg map[string]string) ([]kgo.Opt, error) {
 	tc, mech, err := SecurityParts(cfg)
 	if err != nil {
@@ -107,21 +107,17 @@ func jaasField(jaas, name string) string {
 
 func tlsConfig(cfg map[string]string) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if path := cfg["ssl.truststore.location"]; path != "" {
-		pem, err := os.ReadFile(path)
+	if cfg["ssl.truststore.location"] != "" {
+		pool, err := trustPool(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("ssl.truststore.location: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ssl.truststore.location %s: no PEM certificate", path)
+			return nil, err
 		}
 		tc.RootCAs = pool
 	}
-	if path := cfg["ssl.keystore.location"]; path != "" {
-		cert, err := loadKeystore(path, cfg["ssl.key.password"])
+	if cfg["ssl.keystore.location"] != "" {
+		cert, err := keyPair(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("ssl.keystore.location %s: want a PEM file with certificate and key: %w", path, err)
+			return nil, err
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -59,37 +60,7 @@ func mirrorThrough(t *testing.T, src securedSide, srcConfig map[string]string, d
 	enginetest.Produce(t, src.client(t, enginetest.ProducerOpts("zstd", true)...), "secure", 2, 150, "zstd")
 	enginetest.Produce(t, src.client(t, enginetest.ProducerOpts("lz4", false)...), "secure", 2, 70, "lz4")
 
-	adm, err := engine.NewAdmin(ctx, dst.c.Addrs(), dst.settings, 30*time.Second)
-	if err != nil {
-		t.Fatalf("admin on the destination: %v", err)
-	}
-	defer adm.Close()
-	cfg := map[string]string{"bootstrap.servers": strings.Join(src.c.Addrs(), ","), "mirror.failed.retry.initial.backoff.ms": "50"}
-	for k, v := range srcConfig {
-		cfg[k] = v
-	}
-	if _, err := adm.CreateMirror(ctx, "a-to-b", props.FromMap(cfg), false); err != nil {
-		t.Fatalf("create mirror: %v", err)
-	}
-	sel, err := engine.ParseTopics("secure")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	tc, mech, err := engine.SecurityParts(dst.settings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(ctx, engine.Config{Destination: dst.c.Addrs(), DestinationOpts: dst.opts, DestinationTLS: tc, DestinationSASL: mech, Instance: "secured"})
-	if err != nil {
-		t.Fatalf("engine: %v", err)
-	}
-	t.Cleanup(eng.Close)
-	if err := eng.Join(ctx); err != nil {
-		t.Fatalf("join: %v", err)
-	}
+	eng := runSecuredMirror(t, ctx, src, srcConfig, dst, "secure", "secured")
 	dstCl := dst.client(t)
 	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
 		se, err1 := enginetest.Ends(ctx, srcCl, "secure")
@@ -118,6 +89,44 @@ func mirrorThrough(t *testing.T, src securedSide, srcConfig map[string]string, d
 			}
 		}
 	}
+}
+
+// runSecuredMirror creates mirror a-to-b on dst from a configuration whose
+// source settings are srcConfig (secrets as references), starts topic and
+// runs an instance named instance with dst's settings, as kmirror run with
+// --command-config would.
+func runSecuredMirror(t *testing.T, ctx context.Context, src securedSide, srcConfig map[string]string, dst securedSide, topic, instance string) *engine.Engine {
+	t.Helper()
+	adm, err := engine.NewAdmin(ctx, dst.c.Addrs(), dst.settings, 30*time.Second)
+	if err != nil {
+		t.Fatalf("admin on the destination: %v", err)
+	}
+	defer adm.Close()
+	cfg := map[string]string{"bootstrap.servers": strings.Join(src.c.Addrs(), ","), "mirror.failed.retry.initial.backoff.ms": "50"}
+	maps.Copy(cfg, srcConfig)
+	if _, err := adm.CreateMirror(ctx, "a-to-b", props.FromMap(cfg), false); err != nil {
+		t.Fatalf("create mirror: %v", err)
+	}
+	sel, err := engine.ParseTopics(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	tc, mech, err := engine.SecurityParts(dst.settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(ctx, engine.Config{Destination: dst.c.Addrs(), DestinationOpts: dst.opts, DestinationTLS: tc, DestinationSASL: mech, Instance: instance})
+	if err != nil {
+		t.Fatalf("engine: %v", err)
+	}
+	t.Cleanup(eng.Close)
+	if err := eng.Join(ctx); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	return eng
 }
 
 // TestSecuritySASLSource mirrors from a source that requires SASL (PLAIN and
@@ -244,8 +253,6 @@ type testPKI struct {
 
 func newTestPKI(t *testing.T) testPKI {
 	t.Helper()
-	m := newMutualPKI(t)
-	server := m.server.Clone()
-	server.ClientAuth, server.ClientCAs = tls.NoClientCert, nil
-	return testPKI{caFile: m.caFile, server: server}
+	p := enginetest.NewPKI(t)
+	return testPKI{caFile: p.CAFile, server: p.ServerOnly}
 }

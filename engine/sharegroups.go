@@ -173,13 +173,13 @@ func (m *mirror) syncShareGroup(ctx context.Context, g string, topics []string, 
 	gs := GroupSnapshot{Group: g, Kind: GroupShare}
 	switch {
 	case srcOffs.Err != nil:
-		gs.SkipReason = "describe source start offsets: " + srcOffs.Err.Error()
+		gs.skip(SkipSourceUnreadable, "describe source start offsets: "+srcOffs.Err.Error())
 		return gs
 	case dstDesc.Err != nil && !errors.Is(dstDesc.Err, kerr.GroupIDNotFound):
-		gs.SkipReason = "describe on the destination: " + dstDesc.Err.Error()
+		gs.skip(SkipDestinationUnreadable, "describe on the destination: "+dstDesc.Err.Error())
 		return gs
 	case len(dstDesc.Members) > 0:
-		gs.SkipReason = fmt.Sprintf("active on the destination (%d members): it consumes there already", len(dstDesc.Members))
+		gs.skip(SkipActive, fmt.Sprintf("active on the destination (%d members): it consumes there already", len(dstDesc.Members)))
 		return gs
 	}
 	var alter kadm.Offsets
@@ -205,7 +205,7 @@ func (m *mirror) syncShareGroup(ctx context.Context, g string, topics []string, 
 	}
 	sortGroupPartitions(gs.Partitions)
 	if len(gs.Partitions) == 0 {
-		gs.SkipReason = "no share-partition state on mirrored topics"
+		gs.skip(SkipNoOffsets, "no share-partition state on mirrored topics")
 		return gs
 	}
 	for topic := range alter {
@@ -220,10 +220,10 @@ func (m *mirror) syncShareGroup(ctx context.Context, g string, topics []string, 
 		}
 		switch {
 		case errors.Is(err, kerr.NonEmptyGroup):
-			gs.SkipReason = "active on the destination: it consumes there already"
+			gs.skip(SkipActive, "active on the destination: it consumes there already")
 			return gs
 		case err != nil:
-			gs.SkipReason = "alter start offsets on the destination: " + err.Error()
+			gs.skip(SkipWriteFailed, "alter start offsets on the destination: "+err.Error())
 			return gs
 		}
 	}

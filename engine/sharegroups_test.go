@@ -137,11 +137,12 @@ func TestShareGroupOffsetSync(t *testing.T) {
 
 	// A share group with members on B is left alone, and says why.
 	live := e.dst.Client(t, kgo.ShareGroup("live"), kgo.ConsumeTopics("orders"))
+	dstAdm := e.dst.Admin(t)
 	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		live.PollFetches(ctx) // join and stay a member
-		d, err := e.dst.Admin(t).DescribeShareGroups(context.Background(), "live")
+		d, err := dstAdm.DescribeShareGroups(context.Background(), "live")
 		return err == nil && len(d["live"].Members) > 0, fmt.Sprintf("live not joined on B: %v %+v", err, d)
 	})
 	setStartOffsets(t, e.src, "live", "orders", 10, 10)

@@ -1,6 +1,6 @@
 // Package keymap is the console's single key table. The same table decides
 // which key does what, what the "?" overlay lists for the current view, and
-// the Markdown key table in the README, so the three can never disagree.
+// the Markdown key table in docs/console.md, so the three can never disagree.
 package keymap
 
 import (
@@ -215,15 +215,15 @@ type Entry struct {
 	// Dangerous entries stop mirroring or destroy data; they always open a
 	// confirmation dialog and are marked in help.
 	Dangerous bool
-	// Note says what the confirmation asks for, shown in the README.
+	// Note says what the confirmation asks for, shown in docs/console.md.
 	Note string
-	// Long is the README description; the binding's help text is the short
+	// Long is the docs/console.md description; the binding's help text is the short
 	// one that fits the help overlay.
 	Long string
 }
 
 // entry builds a table row; desc is short enough for the help overlay at
-// 80 columns, long (optional) is the README wording.
+// 80 columns, long (optional) is the docs/console.md wording.
 func entry(a Action, g Group, s Scope, keys []string, helpKey, desc, long string) Entry {
 	if long == "" {
 		long = desc

@@ -2,11 +2,12 @@ package keymap
 
 import (
 	"flag"
-	"os"
 	"strings"
 	"testing"
 
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/kmirror/kmirror/internal/docgen"
 )
 
 func press(s string) tea.KeyPressMsg {
@@ -163,52 +164,17 @@ func TestScopeString(t *testing.T) {
 	}
 }
 
-var updateReadme = flag.Bool("update", false, "rewrite README.md's Console keys table from the key table")
+var updateDocs = flag.Bool("update", false, "rewrite the key table in docs/console.md from the key table")
 
-// TestReadmeKeyTableIsTheKeyTable checks the README's "Console keys" table
-// is exactly MarkdownTable; regenerate it with
+// TestDocsConsoleKeys checks the key table of docs/console.md is exactly
+// MarkdownTable; regenerate it with
 //
-//	go test ./keymap -run Readme -update
-func TestReadmeKeyTableIsTheKeyTable(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if *updateReadme {
-		b = replaceKeyTable(t, b)
-		if err := os.WriteFile("../README.md", b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !strings.Contains(string(b), "## Console keys\n\n"+MarkdownTable()+"\n") {
-		t.Errorf("README.md's Console keys table differs from keymap.MarkdownTable(); it should read:\n%s", MarkdownTable())
-	}
+//	go test ./keymap -run TestDocs -update
+func TestDocsConsoleKeys(t *testing.T) {
+	docgen.Check(t, "../docs/console.md", "console-keys", MarkdownTable(), *updateDocs, "go test ./keymap -run TestDocs -update")
 	for _, want := range []string{"| `n` | run the drill's next step", "| `x` | tick the step's instruction", "| `i` | write a note for the drill report"} {
 		if !strings.Contains(MarkdownTable(), want) {
 			t.Errorf("the key table lacks %q", want)
 		}
 	}
-}
-
-// replaceKeyTable swaps the table under "## Console keys" (up to the first
-// line that is not a table row) for MarkdownTable.
-func replaceKeyTable(t *testing.T, readme []byte) []byte {
-	t.Helper()
-	const head = "## Console keys\n\n"
-	s := string(readme)
-	i := strings.Index(s, head)
-	if i < 0 {
-		t.Fatal("README.md has no Console keys section")
-	}
-	start := i + len(head)
-	end := start
-	for end < len(s) && strings.HasPrefix(s[end:], "|") {
-		nl := strings.IndexByte(s[end:], '\n')
-		if nl < 0 {
-			end = len(s)
-			break
-		}
-		end += nl + 1
-	}
-	return []byte(s[:start] + MarkdownTable() + s[end:])
 }

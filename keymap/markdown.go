@@ -1,12 +1,14 @@
 package keymap
 
+//go:generate go test . -run TestDocs -update
+
 import (
 	"strings"
 )
 
 // MarkdownTable renders the whole key table (read-only entries included, and
-// marked) as a Markdown table for the README. It comes from Table, like the
-// keys and the help overlay, so the README cannot drift from the console.
+// marked) as a Markdown table for docs/console.md. It comes from Table, like the
+// keys and the help overlay, so the docs cannot drift from the console.
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| Key | Does | Views | Notes |\n")

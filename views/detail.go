@@ -192,7 +192,11 @@ func (d *Detail) lines(p *engine.PartitionSnapshot) []string {
 	// everything" needs them apart from real batches.
 	add("copied", s.Text.Render(byteSize(p.BytesCopied)+" in "+groupDigits(p.BatchesCopied)+" batches ("+
 		groupDigits(p.FillerBatches)+" filler)"))
-	add("rate", s.Text.Render(byteRate(p.BytesPerSec)+", "+fmt.Sprintf("%.0f", p.BatchesPerSec)+" batches/s"))
+	if d.snap.Observer {
+		add("rate", s.Text.Render(recordRate(p.RecordsPerSec)+" into the destination"))
+	} else {
+		add("rate", s.Text.Render(byteRate(p.BytesPerSec)+", "+fmt.Sprintf("%.0f", p.BatchesPerSec)+" batches/s"))
+	}
 	return out
 }
 

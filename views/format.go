@@ -108,6 +108,15 @@ func byteRate(bps float64) string {
 }
 
 // recordRate renders records per second in as few columns as byteRate.
+// rate is the byte rate an instance counts, or for an observer (which
+// sees offsets grow, not the bytes an instance copies) the record rate.
+func rate(observer bool, bps, rps float64) string {
+	if observer {
+		return recordRate(rps)
+	}
+	return byteRate(bps)
+}
+
 func recordRate(rps float64) string {
 	switch {
 	case rps < 1e3:

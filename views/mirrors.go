@@ -227,8 +227,11 @@ func (v *Mirrors) card(i int) []string {
 	if sum.LagUnknown > 0 {
 		lag = s.Label.Render("lag ") + s.Err.Render("unknown") + "  " + s.Label.Render("RPO ") + s.Err.Render("≥ "+duration(sum.WorstLagTime))
 	}
-	out = append(out, "   "+lag+
-		"  "+s.Text.Render(fmt.Sprintf("%.2f MB/s  %.0f batches/s", sum.BytesPerSec/1e6, sum.BatchesPerSec)))
+	tp := fmt.Sprintf("%.2f MB/s  %.0f batches/s", sum.BytesPerSec/1e6, sum.BatchesPerSec)
+	if v.snap.Observer {
+		tp = recordRate(sum.RecordsPerSec) + " into the destination"
+	}
+	out = append(out, "   "+lag+"  "+s.Text.Render(tp))
 	out = append(out, "   "+etaItem(s, v.etas.Mirror(m.Name)))
 	out = append(out, "   "+s.Label.Render("synced ")+syncItem(s, "topics", m.Meta.Topics)+"  "+
 		syncItem(s, "configs", m.Meta.Configs)+"  "+syncItem(s, "ACLs", m.Meta.ACLs)+"  "+groupSyncItem(s, m.Groups))

@@ -297,3 +297,29 @@ func BenchmarkPartitionsSnapshot10k(b *testing.B) {
 		v.SetSnapshot(snap)
 	}
 }
+
+// TestObserverRatesAreRecordRates: an observer counts offsets, not bytes,
+// so its rows and summaries give records per second — also at zero, where
+// "0 B/s" would claim a byte count it never made.
+func TestObserverRatesAreRecordRates(t *testing.T) {
+	snap := tuitest.Snapshot()
+	snap.Observer = true
+	for i := range snap.Mirrors[0].Partitions {
+		p := &snap.Mirrors[0].Partitions[i]
+		p.BytesPerSec, p.BatchesPerSec, p.RecordsPerSec = 0, 0, 0
+	}
+	snap.Mirrors[0].Partitions[0].RecordsPerSec = 42
+	v := NewPartitions(testSkin(), keymap.New(false))
+	v.SetSize(160, 30)
+	v.SetSnapshot(snap)
+	out := ansi.Strip(v.View())
+	if strings.Contains(out, "B/s") || !strings.Contains(out, "42 rec/s") || !strings.Contains(out, "0 rec/s") {
+		t.Fatalf("observer rows:\n%s", out)
+	}
+	m := NewMirrors(testSkin(), keymap.New(false))
+	m.SetSize(160, 30)
+	m.SetSnapshot(snap)
+	if out := ansi.Strip(m.View()); strings.Contains(out, "MB/s") || !strings.Contains(out, "42 rec/s into the destination") {
+		t.Fatalf("observer mirror summary:\n%s", out)
+	}
+}

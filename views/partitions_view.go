@@ -103,10 +103,7 @@ func (v *Partitions) cellText(c column, p *engine.PartitionSnapshot) string {
 	case colLME:
 		return lme(p.LastEpoch, p.LastOffset)
 	case colRate:
-		if p.BytesPerSec == 0 && p.RecordsPerSec > 0 {
-			return recordRate(p.RecordsPerSec) // an observer sees offsets, not bytes
-		}
-		return byteRate(p.BytesPerSec)
+		return rate(v.snap.Observer, p.BytesPerSec, p.RecordsPerSec)
 	case colETA:
 		return v.etas.Partition(keyOf(p)).Text()
 	case colParts, colStates:

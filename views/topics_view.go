@@ -139,6 +139,9 @@ func (v *Topics) cellText(c column, r *topicRow) string {
 	case colLagTime:
 		return duration(r.lagTime)
 	case colRate:
+		if v.snap.Observer {
+			return recordRate(r.records)
+		}
 		return rateText(r)
 	case colETA:
 		return r.eta.Text()

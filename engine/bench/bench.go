@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,6 +28,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine/logging"
 )
 
 // Exit codes, as for every kmirror mode.
@@ -61,6 +64,8 @@ type options struct {
 	phaseTimeout time.Duration
 	scaleTimeout time.Duration
 	progress     io.Writer
+	logFlags     logging.Flags
+	log          *slog.Logger // the engines' log (nil: none)
 }
 
 func defaultOptions() options {
@@ -110,6 +115,7 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	fetchBytes := fs.String("partition-fetch-bytes", "0", "engine bytes per partition per fetch (0: engine default)")
 	scaleTopic := fs.Int("scale-topic-partitions", o.scaleTopic, "partitions per topic in the 1k/10k-partition measures")
 	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000; 1000 with --quick)")
+	o.logFlags.Register(fs, "warn", "text")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usageText+"\nFlags:\n")
@@ -248,6 +254,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	o.progress = stderr
+	// The engines measured log to stderr, quietly by default: a log line
+	// costs what the measures count.
+	if o.log, err = o.logFlags.New(stderr); err != nil {
+		fmt.Fprintf(stderr, "kmirror bench: %v\n", err)
+		return exitUsage
+	}
 	return execute(ctx, o, stdout, stderr)
 }
 

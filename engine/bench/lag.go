@@ -75,7 +75,7 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 		_ = deleteTopics(context.WithoutCancel(ctx), b.srcCl, topic)
 		_ = deleteTopics(context.WithoutCancel(ctx), b.dstCl, topic)
 	}()
-	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench-lag"})
+	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench-lag", Logger: b.opts.log})
 	if err != nil {
 		return lagResult{}, fmt.Errorf("start engine: %w", err)
 	}

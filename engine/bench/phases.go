@@ -318,7 +318,7 @@ func (b *bench) prepareEngine(ctx context.Context, repeat int) (run, error) {
 	if _, err := createTopic(ctx, b.dstCl, b.data.topic, b.data.partitions, mirrorTopicConfigs); err != nil {
 		return run{}, err
 	}
-	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench"})
+	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench", Logger: b.opts.log})
 	if err != nil {
 		_ = deleteTopics(ctx, b.dstCl, b.data.topic)
 		return run{}, fmt.Errorf("start engine: %w", err)

@@ -370,8 +370,9 @@ func TestRealDrillSourceBackBeforeVerify(t *testing.T) {
 func testSourceBack(t *testing.T, how sourceLoss) {
 	o := runToSwitch(t, how, false)
 	o.restoreSource()
+	srcCl := o.src.Client(t)
 	enginetest.Wait(t, stepWait, func() (bool, string) {
-		ends, err := enginetest.Ends(t.Context(), o.src.Client(t), "payments")
+		ends, err := enginetest.Ends(t.Context(), srcCl, "payments")
 		return err == nil && len(ends) == 2, fmt.Sprintf("A after its restart: %v %v", ends, err)
 	})
 	o.next(drill.StepVerify, "A answers again: RPO 20 offsets", "payments 20")

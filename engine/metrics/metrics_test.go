@@ -18,6 +18,20 @@ import (
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
+// want is one series of an exposition and its value.
+type want struct{ name, labels, value string }
+
+// expectSeries checks that body has each series with its value.
+func expectSeries(t *testing.T, body string, wants []want) {
+	t.Helper()
+	for _, w := range wants {
+		got, ok := series(body, w.name, w.labels)
+		if !ok || got != w.value {
+			t.Errorf("%s{%s} = %q (found %v), want %s", w.name, w.labels, got, ok, w.value)
+		}
+	}
+}
+
 func scrape(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -65,15 +79,15 @@ func TestMetricsFromSnapshot(t *testing.T) {
 					SourceHWM: -1, DestLogEnd: -1, LastOffset: -1},
 				{Topic: "orders", Partition: 2, Owner: "i2", State: partition.Mirroring, Lag: 7},
 			},
-			Groups: []engine.GroupSnapshot{{Group: "billing", LastSync: synced}, {Group: "busy", SkipReason: "active on the destination"}},
+			Groups: []engine.GroupSnapshot{{Group: "billing", LastSync: synced}, {Group: "busy", SkipReason: "active on the destination", Skip: engine.SkipActive}},
 		}},
 	}
-	srv := httptest.NewServer(metrics.Handler(func() engine.Snapshot { return snap }))
+	srv := httptest.NewServer(metrics.Handler(func() engine.Snapshot { return snap }, metrics.Config{}))
 	defer srv.Close()
 	body := scrape(t, srv.URL)
 
 	p0, p1 := `mirror="a-to-b",partition="0",topic="orders"`, `mirror="a-to-b",partition="1",topic="orders"`
-	for _, tt := range []struct{ name, labels, want string }{
+	expectSeries(t, body, []want{
 		{"kmirror_partition_lag_records", p0, "42"},
 		{"kmirror_partition_lag_seconds", p0, "1.5"},
 		{"kmirror_partition_state", p0 + `,state="MIRRORING"`, "1"},
@@ -92,14 +106,10 @@ func TestMetricsFromSnapshot(t *testing.T) {
 		{"kmirror_partition_last_mirrored_offset", p0, "57"},
 		{"kmirror_group_sync_last_timestamp_seconds", `group="billing",mirror="a-to-b"`, "1.7e+09"},
 		{"kmirror_group_sync_last_timestamp_seconds", `group="busy",mirror="a-to-b"`, "0"},
-		{"kmirror_group_sync_skipped", `group="busy",mirror="a-to-b"`, "1"},
+		{"kmirror_group_sync_skipped", `group="busy",mirror="a-to-b",reason="active_on_destination"`, "1"},
+		{"kmirror_group_sync_skipped", `group="billing",mirror="a-to-b",reason="none"`, "0"},
 		{"kmirror_mirror_info", `destination_cluster_id="dst-id",kmirror_instance="i1",mirror="a-to-b",source_cluster_id="src-id"`, "1"},
-	} {
-		got, ok := series(body, tt.name, tt.labels)
-		if !ok || got != tt.want {
-			t.Errorf("%s{%s} = %q (found %v), want %s", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	})
 	if n := strings.Count(body, `kmirror_partition_state{mirror="a-to-b",partition="0",state=`); n != len(partition.States) {
 		t.Errorf("%d state series for orders/0, want one per state (%d)", n, len(partition.States))
 	}
@@ -132,7 +142,7 @@ func TestMetricsOfRunningMirror(t *testing.T) {
 		CheckInterval: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := metrics.Start("127.0.0.1:0", eng.Snapshot)
+	ms, err := metrics.Start("127.0.0.1:0", eng.Snapshot, metrics.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,15 +8,24 @@ import (
 )
 
 // kipNames maps the spellings kmirror used before KIP-1279 named these
-// settings to the KIP's names. __mirror_state keeps the old spellings, so
-// instances of an older build sharing the destination still read every
-// definition; files may use either, and the old one draws a warning.
+// settings to the KIP's names (as the proposal's reference implementation,
+// ClusterMirrorConfig, spells a mirror's settings: topics.include,
+// topics.exclude and the fetch.* keys without a mirror. prefix).
+// __mirror_state keeps the old spellings, so instances of an older build
+// sharing the destination still read every definition; files may use
+// either, and the old one draws a warning.
 var kipNames = map[string]string{
 	KeyNumFetchers:            "mirror.num.replica.fetchers",
 	KeyTopicPropertiesExclude: "topic.properties.exclude",
 	KeyGroupsInclude:          "groups.include",
 	KeyGroupsExclude:          "groups.exclude",
 	KeyACLInclude:             "acls.include",
+	KeyTopicsInclude:          "topics.include",
+	KeyTopicsExclude:          "topics.exclude",
+	KeyFetchMaxBytes:          "fetch.max.bytes",
+	KeyFetchWaitMax:           "fetch.wait.max.ms",
+	KeyFetchMinBytes:          "fetch.min.bytes",
+	KeyFetchResponseMaxBytes:  "fetch.response.max.bytes",
 }
 
 // storedNames is kipNames inverted.
@@ -53,34 +62,7 @@ func IsMirrorSetting(key string) bool {
 
 // clientKeys are the Kafka client settings kmirror reads, for the mirror's
 // source (in --mirror-config) and for the destination (in --command-config).
-var clientKeys = map[string]check{
-	KeyBootstrapServers:                     hostPorts,
-	KeySecurityProtocol:                     oneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-	KeySASLMechanism:                        oneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM"),
-	KeyOAuthTokenEndpoint:                   nil,
-	KeySASLJAASConfig:                       nil,
-	KeySASLUsername:                         nil,
-	KeySASLPassword:                         nil,
-	"ssl.truststore.location":               nil,
-	"ssl.truststore.password":               nil,
-	"ssl.keystore.location":                 nil,
-	"ssl.keystore.password":                 nil,
-	"ssl.key.password":                      nil,
-	"ssl.endpoint.identification.algorithm": oneOf("https", ""),
-	"client.id":                             nil,
-	"ssl.keystore.type":                     pemOnly,
-	"ssl.truststore.type":                   pemOnly,
-}
-
-// pemOnly checks ssl.*store.type: kmirror reads PEM files (the key may be
-// encrypted, with ssl.key.password); a JKS or PKCS12 store must be
-// converted, and saying so beats failing to parse it later.
-func pemOnly(v string) error {
-	if strings.EqualFold(v, "PEM") {
-		return nil
-	}
-	return fmt.Errorf("%q stores are not read: convert to PEM (openssl pkcs12 -in STORE -out STORE.pem; keytool -importkeystore -deststoretype PKCS12 first for JKS)", v)
-}
+var clientKeys = keyChecks(clientSettings)
 
 // suggest is the "did you mean" of an unknown key: the closest of
 // candidates within three edits, shown under its primary name.

@@ -70,33 +70,9 @@ func (e *SettingError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *SettingError) Is(target error) bool { return target == ErrInvalid }
 
-type check func(v string) error
-
 // mirrorKeys are the mirror's own settings, under their stored spelling
-// (see kipNames), each with its check (nil: free text).
-var mirrorKeys = map[string]check{
-	KeyNumFetchers:            intIn(1, 1<<31-1),
-	KeyGapPolicy:              oneOf("fail", "fill"),
-	KeyMetadataRefresh:        intIn(1, 1<<63-1),
-	KeyCheckpointInterval:     intIn(1, 1<<63-1),
-	KeyRetryInitialBackoff:    intIn(1, 1<<63-1),
-	KeyRetryMaxBackoff:        intIn(1, 1<<63-1),
-	KeyRetryMaxAttempts:       intIn(0, 1<<31-1), // 0: KIP-1279's "no retries"
-	KeyTopicsInclude:          patterns,
-	KeyTopicsExclude:          patterns,
-	KeyTopicPropertiesExclude: nil,
-	KeyACLInclude:             aclRules,
-	KeyGroupsInclude:          patterns,
-	KeyGroupsExclude:          patterns,
-	KeyThrottledRate:          intIn(1, 1<<63-1),
-	KeyUncleanLeaderElection:  oneOf("true", "false"),
-	KeyMaxInflight:            intIn(1, 5),
-	KeyWriteGuard:             oneOf(WriteGuardNone, WriteGuardACL),
-	KeyFetchMaxBytes:          intIn(1, 1<<31-1),
-	KeyFetchWaitMax:           intIn(1, 1<<31-1),
-	KeyFetchMinBytes:          intIn(1, 1<<31-1),
-	KeyFetchResponseMaxBytes:  intIn(1, 1<<31-1),
-}
+// (see kipNames), each with its check.
+var mirrorKeys = keyChecks(mirrorSettings)
 
 // known maps every setting of a mirror configuration to its check.
 var known = func() map[string]check {
@@ -196,8 +172,8 @@ func checkEntries(p Properties, keys map[string]check) (warnings []string, errs 
 		if kip, old := kipNames[e.Key]; old {
 			warnings = append(warnings, at(e.Line)+fmt.Sprintf("%s is the old name of %s (KIP-1279): it still works", e.Key, kip))
 		}
-		if c != nil {
-			if err := c(strings.TrimSpace(e.Value)); err != nil {
+		if c.ok != nil {
+			if err := c.ok(strings.TrimSpace(e.Value)); err != nil {
 				errs = append(errs, &SettingError{Line: e.Line, Key: e.Key, Msg: err.Error()})
 			}
 		}
@@ -260,25 +236,31 @@ func levenshtein(a, b string) int {
 	return prev[len(b)]
 }
 
+// oneOf accepts the allowed values in any case, as Kafka reads enum values
+// (sasl_ssl is SASL_SSL).
 func oneOf(allowed ...string) check {
-	return func(v string) error {
-		// Kafka reads enum values in any case (sasl_ssl is SASL_SSL).
+	shown := make([]string, len(allowed))  // in errors
+	values := make([]string, len(allowed)) // in the docs
+	for i, a := range allowed {
+		shown[i], values[i] = a, "`"+a+"`"
+		if a == "" {
+			shown[i], values[i] = `"" (empty)`, "empty"
+		}
+	}
+	return check{values: strings.Join(values, ", ") + " (any case)", ok: func(v string) error {
 		if slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, v) }) {
 			return nil
 		}
-		shown := make([]string, len(allowed))
-		for i, a := range allowed {
-			shown[i] = a
-			if a == "" {
-				shown[i] = `"" (empty)`
-			}
-		}
 		return fmt.Errorf("%q is not one of %s", v, strings.Join(shown, ", "))
-	}
+	}}
 }
 
 func intIn(lo, hi int64) check {
-	return func(v string) error {
+	values := fmt.Sprintf("%d to %d", lo, hi)
+	if hi == 1<<63-1 {
+		values = fmt.Sprintf("%d or more", lo)
+	}
+	return check{values: values, ok: func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < lo || n > hi {
 			if lo == 0 && (hi == 1<<63-1 || hi == 1<<31-1) {
@@ -290,7 +272,7 @@ func intIn(lo, hi int64) check {
 			return fmt.Errorf("%q is not an integer from %d to %d", v, lo, hi)
 		}
 		return nil
-	}
+	}}
 }
 
 func hostPorts(v string) error {
@@ -361,7 +343,7 @@ type MirrorSettings struct {
 	RetryMaxAttempts       int
 	TopicsExclude          []string // RE2 patterns
 	TopicPropertiesExclude []string // topic configs never synced
-	ACLInclude             []string // RE2 patterns of resource names; none: no ACL sync
+	ACLInclude             []string // acls.include rules; default "*" (every ACL, as KIP-1279 says); an empty acls.include: no ACL sync
 	GroupsInclude          []string
 	GroupsExclude          []string
 	ThrottledRate          int64         // bytes per second; 0: unthrottled
@@ -392,6 +374,7 @@ func DefaultMirrorSettings() MirrorSettings {
 			"message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
 			"min.insync.replicas", "unclean.leader.election.enable",
 		},
+		ACLInclude:         []string{"*"},
 		GroupsInclude:      []string{".*"},
 		GroupsExclude:      []string{"console-consumer-.*", "__.*"},
 		MaxInflight:        5,

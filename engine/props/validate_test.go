@@ -20,7 +20,7 @@ mirror.gap.policy=fill
 mirror.failed.retry.initial.backoff.ms=200
 mirror.failed.retry.max.backoff.ms=60000
 mirror.failed.retry.max.attempts=10
-mirror.topics.exclude=__.*, .*\.internal, x{1,3}
+topics.exclude=__.*, .*\.internal, x{1,3}
 mirror.unclean.leader.election.enable=true
 mirror.max.inflight=5
 `)

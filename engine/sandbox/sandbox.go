@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/internal/linkproxy"
 )
 
@@ -43,6 +45,9 @@ type Options struct {
 	// trip and a bandwidth cap, see SourceBootstrap), while A's own
 	// producers and consumer group, in A's region, reach it directly.
 	Link *linkproxy.Options
+	// Logger hears the clusters' brokers (cluster=A or B); nil: nothing
+	// is logged.
+	Logger *slog.Logger
 }
 
 // Sandbox is the two clusters with the demo's clients.
@@ -54,6 +59,7 @@ type Sandbox struct {
 	tmpDir bool
 	portsA []int
 	link   *linkproxy.Link // in front of A, nil without Options.Link
+	log    *slog.Logger
 
 	ledger   *Ledger
 	consumer *Consumer
@@ -64,7 +70,10 @@ type Sandbox struct {
 // Start starts both clusters, creates the topics on A, and starts the
 // producers and the consumer group on A.
 func Start(ctx context.Context, opts Options) (*Sandbox, error) {
-	s := &Sandbox{dir: opts.Dir, ledger: newLedger(), consumer: newConsumer(), seq: map[string]*atomic.Int64{}}
+	s := &Sandbox{dir: opts.Dir, ledger: newLedger(), consumer: newConsumer(), seq: map[string]*atomic.Int64{}, log: opts.Logger}
+	if s.log == nil {
+		s.log = logging.Discard()
+	}
 	for _, t := range Topics {
 		s.seq[t.Name] = new(atomic.Int64)
 	}
@@ -75,7 +84,7 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		}
 		s.dir, s.tmpDir = d, true
 	}
-	a, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(ClusterA), kfake.DataDir(filepath.Join(s.dir, "A")))
+	a, err := kfake.NewCluster(s.clusterOpts(SideA)...)
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("start cluster A: %w", err)
@@ -92,7 +101,7 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		}
 		s.portsA = append(s.portsA, p)
 	}
-	if s.B, err = kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(ClusterB), kfake.DataDir(filepath.Join(s.dir, "B"))); err != nil {
+	if s.B, err = kfake.NewCluster(s.clusterOpts(SideB)...); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("start cluster B: %w", err)
 	}
@@ -239,6 +248,17 @@ func (s *Sandbox) TakeDownA() {
 	}
 }
 
+// clusterOpts are the options of a side's cluster: three brokers, its id,
+// its data directory and its log.
+func (s *Sandbox) clusterOpts(side Side) []kfake.Opt {
+	id, dir := ClusterA, "A"
+	if side == SideB {
+		id, dir = ClusterB, "B"
+	}
+	return []kfake.Opt{kfake.NumBrokers(3), kfake.ClusterID(id), kfake.DataDir(filepath.Join(s.dir, dir)),
+		kfake.WithLogger(logging.Kfake(s.log.With(logging.Cluster, dir)))}
+}
+
 // RestartA brings cluster A back on the same ports with the data it had.
 func (s *Sandbox) RestartA() error {
 	s.mu.Lock()
@@ -246,8 +266,7 @@ func (s *Sandbox) RestartA() error {
 	if s.aUp {
 		return nil
 	}
-	a, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(ClusterA),
-		kfake.DataDir(filepath.Join(s.dir, "A")), kfake.Ports(s.portsA...))
+	a, err := kfake.NewCluster(append(s.clusterOpts(SideA), kfake.Ports(s.portsA...))...)
 	if err != nil {
 		return fmt.Errorf("restart cluster A on ports %v: %w", s.portsA, err)
 	}

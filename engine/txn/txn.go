@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/logging"
 )
 
 // Config describes the partition a Mapper serves.
@@ -53,18 +54,18 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Log attribute keys.
+// Log attribute keys (their names live in package logging).
 const (
-	attrMirror        = "mirror"
-	attrTopic         = "topic"
-	attrPartition     = "partition"
-	attrTxnID         = "txn_id"
-	attrProducerID    = "producer_id"
-	attrProducerEpoch = "producer_epoch"
-	attrNextSequence  = "next_sequence"
-	attrFromOffset    = "from_offset"
-	attrErr           = "err"
-	attrTimeout       = "timeout"
+	attrMirror        = logging.Mirror
+	attrTopic         = logging.Topic
+	attrPartition     = logging.Partition
+	attrTxnID         = logging.TxnID
+	attrProducerID    = logging.ProducerID
+	attrProducerEpoch = logging.ProducerEpoch
+	attrNextSequence  = logging.NextSequence
+	attrFromOffset    = logging.Offset
+	attrErr           = logging.Error
+	attrTimeout       = logging.Timeout
 )
 
 // Producer is the persisted state of one mapped producer. Only producers

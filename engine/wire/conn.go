@@ -127,10 +127,20 @@ type Conn struct {
 
 	// writeMu makes "assign correlation id, queue for the reader, write
 	// the bytes" one step, so the reader's queue order is the wire order.
+	// A SASL re-authentication holds it from its handshake to its last
+	// answer: nothing else may be written in between.
 	writeMu sync.Mutex
 	corrID  int32
 	wbuf    []byte   // the request buffer, when bufs is nil
 	bufs    *Buffers // Options.Buffers
+
+	// The SASL session (KIP-368), under writeMu: the mechanism, how long
+	// one authentication may take, when to authenticate again (zero: the
+	// broker announced no session lifetime) and how often it was done.
+	mech     sasl.Mechanism
+	authWait time.Duration
+	reauthAt time.Time
+	reauthed int
 
 	// queue hands issued requests to the reader goroutine, oldest first.
 	queue chan *Pending
@@ -177,9 +187,17 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 		return nil, fmt.Errorf("api versions with %s: %w", addr, err)
 	}
 	if opts.SASL != nil {
-		if err := c.authenticate(ctx, opts.SASL); err != nil {
+		c.mech, c.authWait = opts.SASL, timeout
+		c.writeMu.Lock()
+		err := c.authenticate(ctx)
+		due := !c.reauthAt.IsZero()
+		c.writeMu.Unlock()
+		if err != nil {
 			c.Close()
 			return nil, err
+		}
+		if due {
+			c.wg.Go(c.reauthLoop)
 		}
 	}
 	return c, nil
@@ -272,12 +290,21 @@ func (c *Conn) pickVersion(req kmsg.Request) (int16, error) {
 	return v, nil
 }
 
-// issue writes req at the version already set on it.
+// issue writes req at the version already set on it, re-authenticating
+// first when the SASL session is due for it (see reauthenticate).
 func (c *Conn) issue(req kmsg.Request) (*Pending, error) {
-	p := newPending(req)
-
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	if err := c.reauthenticateIfDue(); err != nil {
+		return nil, err
+	}
+	return c.write(req)
+}
+
+// write writes req at the version already set on it; the caller holds
+// writeMu.
+func (c *Conn) write(req kmsg.Request) (*Pending, error) {
+	p := newPending(req)
 	select {
 	case <-c.dead:
 		return nil, c.err

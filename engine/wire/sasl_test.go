@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +123,78 @@ func TestNoSASLOnSASLCluster(t *testing.T) {
 	c := dialTest(t, ctx, cluster.ListenAddrs()[0], Options{})
 	if _, err := c.Request(ctx, kmsg.NewPtrMetadataRequest()); !errors.Is(err, ErrConnClosed) {
 		t.Fatalf("unauthenticated metadata: err = %v, want ErrConnClosed", err)
+	}
+}
+
+// TestReauthAfter: a session is renewed 10-15% (at least a second, or
+// twice the authentication's latency; at most half the lifetime) before
+// its end.
+func TestReauthAfter(t *testing.T) {
+	for _, tt := range []struct {
+		lifetime, latency time.Duration
+		lo, hi            time.Duration
+	}{
+		{2 * time.Second, time.Millisecond, time.Second, time.Second},
+		{10 * time.Second, time.Millisecond, 8500 * time.Millisecond, 9 * time.Second},
+		{time.Hour, time.Millisecond, 51 * time.Minute, 54 * time.Minute},
+		{time.Hour, 10 * time.Minute, 40 * time.Minute, 40 * time.Minute},
+		{time.Second, time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
+	} {
+		for range 50 {
+			if got := reauthAfter(tt.lifetime, tt.latency); got < tt.lo || got > tt.hi {
+				t.Fatalf("reauthAfter(%s, %s) = %s, want %s..%s", tt.lifetime, tt.latency, got, tt.lo, tt.hi)
+			}
+		}
+	}
+}
+
+// TestSASLReauthenticates: against a broker that announces a 1.5 s session
+// lifetime (connections.max.reauth.ms), a connection authenticates again
+// before each session ends, idle or busy, and serves requests throughout.
+func TestSASLReauthenticates(t *testing.T) {
+	for _, mech := range []sasl.Mechanism{
+		plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(),
+		scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha256Mechanism(),
+	} {
+		t.Run(mech.Name(), func(t *testing.T) {
+			cluster := newCluster(t,
+				kfake.EnableSASL(),
+				kfake.Superuser("PLAIN", "alice", "alice-secret"),
+				kfake.Superuser("SCRAM-SHA-256", "bob", "bob-secret"),
+				kfake.BrokerConfigs(map[string]string{"connections.max.reauth.ms": "1500"}),
+			)
+			var handshakes atomic.Int32
+			cluster.ControlKey(int16(kmsg.SASLHandshake), func(kmsg.Request) (kmsg.Response, error, bool) {
+				cluster.KeepControl()
+				handshakes.Add(1)
+				return nil, nil, false
+			})
+			ctx := testCtx(t)
+			c := dialTest(t, ctx, cluster.ListenAddrs()[0], Options{SASL: mech})
+			// Idle: the connection's own timer renews the session.
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for c.Reauthentications() < 2 {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("idle: %d re-authentications before the deadline", c.Reauthentications())
+				case <-tick.C:
+				}
+			}
+			// Busy: requests one after another across two more renewals.
+			for n := c.Reauthentications(); c.Reauthentications() < n+2; {
+				if _, _, err := metadata(ctx, c, testTopic, 0); err != nil {
+					t.Fatalf("metadata after %d re-authentications: %v", c.Reauthentications(), err)
+				}
+			}
+			if got, want := int(handshakes.Load()), 1+c.Reauthentications(); got != want {
+				t.Errorf("the broker saw %d handshakes, want %d (one per authentication)", got, want)
+			}
+			select {
+			case <-c.Done():
+				t.Fatal("the connection died")
+			default:
+			}
+		})
 	}
 }
