@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/props"
@@ -47,6 +49,10 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("cluster A did not answer within %s of its restart", d.cfg.StepTimeout)
 	}
 	r.line("cluster A is back with its data at %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","))
+	aEnds, err := t.settleA(ctx, r)
+	if err != nil {
+		return err
+	}
 	bEnds, err := endOffsets(ctx, t.destination(), topics)
 	if err != nil {
 		return err
@@ -257,4 +263,47 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// settleA ends the transactions A's producers left open when A went down:
+// their clients are gone, and each would hold its partitions' last stable
+// offset until A's coordinator timed it out and wrote its abort marker,
+// which a rebuild would then find in the recreated topic. It returns A's
+// log ends once nothing is open.
+func (t *sandboxTarget) settleA(ctx context.Context, r *stepRun) (offsets, error) {
+	d, topics := r.d, sandbox.TopicNames()
+	ids, err := t.sb.FenceTransactions(ctx, sandbox.SideA)
+	if err != nil {
+		return nil, err
+	}
+	var ends offsets
+	var open []string
+	settled := WaitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, func() bool {
+		cl, adm, err := admin(t.side(sandbox.SideA))
+		if err != nil {
+			return false
+		}
+		defer cl.Close()
+		hwm, err1 := adm.ListEndOffsets(ctx, topics...)
+		lso, err2 := adm.ListCommittedOffsets(ctx, topics...)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		ends, open = offsets{}, open[:0]
+		hwm.Each(func(o kadm.ListedOffset) {
+			if ends[o.Topic] == nil {
+				ends[o.Topic] = map[int32]int64{}
+			}
+			ends[o.Topic][o.Partition] = o.Offset
+			if c, ok := lso.Lookup(o.Topic, o.Partition); !ok || c.Offset != o.Offset {
+				open = append(open, ptKey(o.Topic, o.Partition))
+			}
+		})
+		return len(open) == 0
+	})
+	if !settled {
+		return nil, fmt.Errorf("transactions still open on A after fencing %s: %s", strings.Join(ids, ", "), strings.Join(open, ", "))
+	}
+	r.line("fenced %s on A: what A's producers left open at the outage is aborted, no transaction holds A's partitions", strings.Join(ids, ", "))
+	return ends, nil
 }
