@@ -170,7 +170,7 @@ func drillNext(s *Skin, p DrillPanel, focus int) string {
 	st := p.Status
 	switch {
 	case st.Running:
-		return s.Warn.Render("running " + drill.Steps[focus].Title() + "…")
+		return s.Warn.Render("running " + st.Steps[focus].Title + "…")
 	case st.Done():
 		return s.Subtle.Render("every step has run")
 	case st.Steps[focus].NeedsConfirm():

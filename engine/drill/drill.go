@@ -281,7 +281,7 @@ func (d *Drill) Run(ctx context.Context, w io.Writer) error {
 			return nil
 		}
 		id := Steps[st.Current]
-		fmt.Fprintf(w, "== %d/%d %s: %s\n", st.Current+1, len(Steps), id.Title(), st.Steps[st.Current].Explain)
+		fmt.Fprintf(w, "== %d/%d %s: %s\n", st.Current+1, len(Steps), st.Steps[st.Current].Title, st.Steps[st.Current].Explain)
 		err := d.Next(ctx, "")
 		after := d.Status()
 		for _, l := range after.Steps[st.Current].Lines {
