@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,37 +23,16 @@ import (
 	"github.com/kmirror/kmirror/tui"
 )
 
-// shardOwners maps each assigned __mirror_state shard to the client id of
-// the instance-group member it is assigned to.
-func shardOwners(t *testing.T, adm *kadm.Client) map[int32]string {
-	t.Helper()
-	gs, err := adm.DescribeGroups(t.Context(), engine.GroupID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int32]string{}
-	for _, m := range gs[engine.GroupID].Members {
-		if a, ok := m.Assigned.AsConsumer(); ok {
-			for _, tp := range a.Topics {
-				for _, p := range tp.Partitions {
-					out[p] = m.ClientID
-				}
-			}
-		}
-	}
-	return out
-}
-
-// groupShape is the instance group as kadm describes it: each member's
-// instance (client id) and the __mirror_state shards assigned to it.
-func groupShape(t *testing.T, adm *kadm.Client) string {
+// instanceGroup describes the instance group: its state and each member's
+// instance (client id) with the __mirror_state shards assigned to it.
+func instanceGroup(t *testing.T, adm *kadm.Client) (state string, members map[string][]int32, ids map[string]string) {
 	t.Helper()
 	gs, err := adm.DescribeGroups(t.Context(), engine.GroupID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := gs[engine.GroupID]
-	var out []string
+	members, ids = map[string][]int32{}, map[string]string{}
 	for _, m := range g.Members {
 		var shards []int32
 		if a, ok := m.Assigned.AsConsumer(); ok {
@@ -63,10 +41,36 @@ func groupShape(t *testing.T, adm *kadm.Client) string {
 			}
 		}
 		slices.Sort(shards)
-		out = append(out, fmt.Sprintf("%s %s %v", m.MemberID, m.ClientID, shards))
+		members[m.MemberID], ids[m.MemberID] = shards, m.ClientID
+	}
+	return g.State, members, ids
+}
+
+// shardOwners maps each assigned __mirror_state shard to the client id of
+// the instance-group member it is assigned to.
+func shardOwners(t *testing.T, adm *kadm.Client) map[int32]string {
+	t.Helper()
+	_, members, ids := instanceGroup(t, adm)
+	out := map[int32]string{}
+	for m, shards := range members {
+		for _, p := range shards {
+			out[p] = ids[m]
+		}
+	}
+	return out
+}
+
+// groupShape is the instance group as one comparable line: its state and
+// each member's id, instance and shards.
+func groupShape(t *testing.T, adm *kadm.Client) string {
+	t.Helper()
+	state, members, ids := instanceGroup(t, adm)
+	var out []string
+	for m, shards := range members {
+		out = append(out, fmt.Sprintf("%s %s %v", m, ids[m], shards))
 	}
 	slices.Sort(out)
-	return g.State + " " + strings.Join(out, "; ")
+	return state + " " + strings.Join(out, "; ")
 }
 
 // stateEnds are the end offsets of every __mirror_state shard.
@@ -232,20 +236,7 @@ func TestConsoleObservesWithoutJoining(t *testing.T) {
 
 	// Traffic all along, so the rates and lag have something to show.
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	prod := s.src.Client(t, enginetest.ProducerOpts("lz4", true)...)
-	wg.Go(func() {
-		for round := 0; ; round++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for _, topic := range topics {
-				enginetest.Produce(t, prod, topic, 2, 10, fmt.Sprintf("r%d", round))
-			}
-		}
-	})
+	wg := enginetest.ProduceInBackground(t, s.src.Client(t, enginetest.ProducerOpts("lz4", true)...), 2, 10, stop, topics...)
 	defer func() { close(stop); wg.Wait() }()
 
 	// Read-only: nothing written, the group untouched.

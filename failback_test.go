@@ -18,6 +18,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 )
@@ -48,27 +49,10 @@ func joined(t *testing.T, c *enginetest.Cluster, name string) *engine.Engine {
 
 func addrs(c *enginetest.Cluster) string { return strings.Join(c.Addrs(), ",") }
 
+// waitStates waits until the n partitions of mirror on eng are in want.
 func waitStates(t *testing.T, eng *engine.Engine, mirror string, want partition.State, n int) []engine.PartitionSnapshot {
 	t.Helper()
-	var got []engine.PartitionSnapshot
-	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
-		got = nil
-		for _, m := range eng.Snapshot().Mirrors {
-			if m.Name == mirror {
-				got = m.Partitions
-			}
-		}
-		k := 0
-		var b strings.Builder
-		for _, p := range got {
-			if p.State == want {
-				k++
-			}
-			fmt.Fprintf(&b, "%s/%d %s %q; ", p.Topic, p.Partition, p.State, p.Error)
-		}
-		return k == n, fmt.Sprintf("%d of %d %s: %s", k, n, want, b.String())
-	})
-	return got
+	return states.Wait(t, 60*time.Second, eng, states.Select{Mirror: mirror, N: n}, want)
 }
 
 // TestPlannedFailoverAndFailback: producers stop on A, the mirror catches up

@@ -338,19 +338,7 @@ func TestInstancesShareAndTakeOver(t *testing.T) {
 	})
 
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for round := 0; ; round++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for _, topic := range topics {
-				enginetest.Produce(t, s.src.Client(t, enginetest.ProducerOpts("lz4", true)...), topic, 2, 20, fmt.Sprintf("r%d", round))
-			}
-		}
-	})
+	wg := enginetest.ProduceInBackground(t, s.src.Client(t, enginetest.ProducerOpts("lz4", true)...), 2, 20, stop, topics...)
 	must("kill", "one")
 	enginetest.Wait(t, 90*time.Second, func() (bool, string) {
 		o := owners()

@@ -30,8 +30,8 @@ func (r *runner) align(ctx context.Context) error {
 	r.src, r.dst = src, dst
 	r.stats.setTopicIDs(topicIDString(src.topicID), topicIDString(dst.topicID))
 	if id := r.m.srcMeta.clusterID(); id != r.m.sourceID {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: the source bootstrap %s now reaches cluster %s, but mirror %s was created against cluster %s",
-			ErrSourceClusterChanged, strings.Join(r.m.cfg.SourceBootstrap, ","), id, r.m.cfg.Name, r.m.sourceID)}
+		return r.failuref("%w: the source bootstrap %s now reaches cluster %s, but mirror %s was created against cluster %s",
+			ErrSourceClusterChanged, strings.Join(r.m.cfg.SourceBootstrap, ","), id, r.m.cfg.Name, r.m.sourceID)
 	}
 	if err := r.m.checkSourceTopicID(r.topic, r.partition, src.topicID); err != nil {
 		return err
@@ -62,7 +62,7 @@ func (r *runner) align(ctx context.Context) error {
 	}
 	switch {
 	case dstEnd > srcEnd:
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: srcEnd, Actual: dstEnd, Cause: ErrDiverged}
+		return r.mismatch(srcEnd, dstEnd, ErrDiverged)
 	case dstEnd < srcStart:
 		// The source log start may lie inside a batch: fill up to that
 		// batch's base, copy it whole, then move the log start.
@@ -71,11 +71,10 @@ func (r *runner) align(ctx context.Context) error {
 			return err
 		}
 		if base < dstEnd {
-			return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: base, Actual: dstEnd, Cause: ErrDiverged}
+			return r.mismatch(base, dstEnd, ErrDiverged)
 		}
 		if dstEnd > dstStart {
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
-				fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
+			r.emit(LevelWarn, fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
 		}
 		r.fillTo, r.deleteTo = base, srcStart
 	default:
@@ -154,9 +153,8 @@ func (r *runner) anchor(ctx context.Context, dstEnd int64, prevDst [16]byte) (an
 			r.stats.forgetPosition()
 			last, epoch = -1, -1
 		case prevDst != ([16]byte{}) && prevDst != r.dst.topicID:
-			return anchor{}, &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: last + 1, Actual: dstEnd,
-				Cause: fmt.Errorf("%w: destination topic %s has topic id %s, but offsets up to %d were mirrored into topic id %s: it was deleted and created again, not by a rebuild of mirror %s",
-					ErrDestinationLost, r.topic, topicIDString(r.dst.topicID), last, topicIDString(prevDst), r.m.cfg.Name)}
+			return anchor{}, r.mismatch(last+1, dstEnd, fmt.Errorf("%w: destination topic %s has topic id %s, but offsets up to %d were mirrored into topic id %s: it was deleted and created again, not by a rebuild of mirror %s",
+				ErrDestinationLost, r.topic, topicIDString(r.dst.topicID), last, topicIDString(prevDst), r.m.cfg.Name))
 		}
 	}
 	if last < 0 || fb.offset > last {
@@ -214,7 +212,7 @@ func (r *runner) fence(ctx context.Context) error {
 		return err
 	}
 	if end != r.pos {
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: end, Cause: ErrForeignWrite}
+		return r.mismatch(r.pos, end, ErrForeignWrite)
 	}
 	return nil
 }

@@ -225,27 +225,15 @@ type LostInstance struct {
 	Partitions    int       // the partitions it is still recorded as owning
 }
 
-// EventLevel says how loud an event is.
-type EventLevel int8
+// EventLevel says how loud an event is. It is the state machine's
+// partition.Severity, so an Emit action becomes an event at its own level.
+type EventLevel = partition.Severity
 
 const (
-	LevelInfo EventLevel = iota
-	LevelWarn
-	LevelError
+	LevelInfo  = partition.SeverityInfo
+	LevelWarn  = partition.SeverityWarn
+	LevelError = partition.SeverityError
 )
-
-// String returns a short level name.
-func (l EventLevel) String() string {
-	switch l {
-	case LevelInfo:
-		return "INFO"
-	case LevelWarn:
-		return "WARN"
-	case LevelError:
-		return "ERROR"
-	}
-	return "INFO"
-}
 
 // Event is something that happened and must be told: a state change, an
 // error, an operator action. Events are delivered in order.

@@ -134,8 +134,7 @@ func (r *runner) appendFailed(ctx context.Context, f inflight, err error) error 
 // broker never sees a sequence ahead of a missing one.
 func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause error) error {
 	r.stats.setError(cause.Error(), true)
-	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
-		fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, appendRetries, cause))
+	r.emit(LevelWarn, fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, appendRetries, cause))
 	at := r.m.e.now()
 	p := backoff.Policy{Initial: r.m.cfg.RetryInitial, Max: min(r.m.cfg.RetryMax, appendRetryMax)}
 	if !r.wait(ctx, p.Delay(attempt, r.m.e.jitter())) {
@@ -144,7 +143,7 @@ func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause err
 	rt, err := r.m.destRoute(ctx, r.topic, r.partition, at)
 	if err != nil {
 		r.unsend(0)
-		f.pending = nil
+		f.call = nil
 		return r.unknownOutcome(f.base, err)
 	}
 	if rt.topicID != r.dst.topicID {
@@ -170,6 +169,6 @@ func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause err
 // answers to their earlier sends, if any come, are not looked at.
 func (r *runner) unsend(i int) {
 	for ; i < len(r.inflight); i++ {
-		r.inflight[i].pending, r.inflight[i].conn = nil, nil
+		r.inflight[i].call = nil
 	}
 }

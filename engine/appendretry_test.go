@@ -64,7 +64,7 @@ func TestLostAnswerAboveHWMIsResent(t *testing.T) {
 	epoch := holdMirrored(t, e, hold, "held", 1)
 	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
 	stop := make(chan struct{})
-	wg := produceInBackground(t, cl, "held", 3, stop)
+	wg := enginetest.ProduceInBackground(t, cl, 3, 50, stop, "held")
 	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
 		return hold.Dropped() >= 1, "no produce answer lost yet"
 	})

@@ -71,7 +71,7 @@ func (r *runner) checkpoint() {
 	r.persist.putAsync(rec, func(err error) {
 		if err != nil {
 			r.stats.checkpointLost()
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "checkpoint of the last mirrored offset: "+err.Error())
+			r.emit(LevelWarn, "checkpoint of the last mirrored offset: "+err.Error())
 		}
 	})
 }
@@ -89,7 +89,7 @@ func (r *runner) finalCheckpoint() {
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
 	defer cancel()
 	if err := r.persist.put(ctx, r.record(r.st)); err != nil {
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "last checkpoint before exiting: "+err.Error())
+		r.emit(LevelWarn, "last checkpoint before exiting: "+err.Error())
 	}
 }
 

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
-	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -29,6 +30,14 @@ type cluster struct {
 	// gate holds back fencing while the instance may have lost its shards
 	// (see ownerGate); nil for a cluster kmirror does not write to.
 	gate *ownerGate
+	// jitter draws the full-jitter fraction of the cluster's own retries
+	// (an engine's clusters use Config.Jitter).
+	jitter func() float64
+
+	// The one-partition lookups of many partitions at once, in shared
+	// requests (batcher): offsets, and transaction coordinators.
+	offsetLookups batcher[offsetKey, int64]
+	coordLookups  batcher[string, int32]
 }
 
 // newCluster connects to a cluster. opts carry security settings.
@@ -50,7 +59,7 @@ func newCluster(name string, bootstrap []string, clientID string, opts ...kgo.Op
 	if err != nil {
 		return nil, fmt.Errorf("%s cluster: %w", name, err)
 	}
-	c := &cluster{name: name, cl: cl, adm: kadm.NewClient(cl)}
+	c := &cluster{name: name, cl: cl, adm: kadm.NewClient(cl), jitter: rand.Float64}
 	c.leaders = newMetaCache(c, []string{}, time.Now)
 	return c, nil
 }
@@ -143,15 +152,17 @@ func (c *cluster) forgetTopics(topics map[string]topicMeta) {
 	go c.cl.PurgeTopicsFromClient(names...)
 }
 
-// offsets returns the log start and log end offsets of one partition.
+// offsets returns the log start and log end offsets of one partition,
+// asked in the same round.
 func (c *cluster) offsets(ctx context.Context, topic string, partition int32) (start, end int64, err error) {
-	if start, err = c.offsetAt(ctx, offsetsStart, topic, partition); err != nil {
-		return 0, 0, err
+	res := c.offsetLookups.doAll(ctx, []offsetKey{{offsetsStart, tp{topic, partition}}, {offsetsEnd, tp{topic, partition}}}, c.offsetRound)
+	if err := res[0].err; err != nil {
+		return 0, 0, fmt.Errorf("%s log start %s/%d: %w", c.name, topic, partition, err)
 	}
-	if end, err = c.offsetAt(ctx, offsetsEnd, topic, partition); err != nil {
-		return 0, 0, err
+	if err := res[1].err; err != nil {
+		return 0, 0, fmt.Errorf("%s log end %s/%d: %w", c.name, topic, partition, err)
 	}
-	return start, end, nil
+	return res[0].v, res[1].v, nil
 }
 
 // offsetAt returns one partition's offset at ts (offsetsStart or
@@ -161,27 +172,72 @@ func (c *cluster) offsetAt(ctx context.Context, ts int64, topic string, partitio
 	if ts == offsetsStart {
 		which = "start"
 	}
-	l, err := c.listOffsets(ctx, ts, []string{topic}, partition)
-	if err == nil {
-		err = l.topicErrs[topic]
-	}
+	off, err := c.offsetLookups.do(ctx, offsetKey{ts, tp{topic, partition}}, c.offsetRound)
 	if err != nil {
-		return 0, fmt.Errorf("%s list %s offsets %s: %w", c.name, which, topic, err)
+		return 0, fmt.Errorf("%s log %s %s/%d: %w", c.name, which, topic, partition, err)
 	}
-	o, ok := l.parts[tp{topic, partition}]
-	if !ok {
-		return 0, fmt.Errorf("%s list offsets %s/%d: partition missing from response", c.name, topic, partition)
+	return off, nil
+}
+
+// offsetKey is one partition's offset at a timestamp (offsetsStart or
+// offsetsEnd).
+type offsetKey struct {
+	ts int64
+	tp tp
+}
+
+// offsetRound lists the offsets of one round of offsetAt lookups: one
+// listing per timestamp, at once, one request per leader. Each partition gets its
+// own answer: an error of its topic or of its leader is its alone.
+func (c *cluster) offsetRound(ctx context.Context, keys []offsetKey) map[offsetKey]batchResult[int64] {
+	byTs := make(map[int64][]tp)
+	for _, k := range keys {
+		byTs[k.ts] = append(byTs[k.ts], k.tp)
 	}
-	if o.err != nil {
-		return 0, fmt.Errorf("%s log %s %s/%d: %w", c.name, which, topic, partition, o.err)
+	type listed struct {
+		ts    int64
+		parts []tp
+		l     listing
+		err   error
 	}
-	return o.offset, nil
+	all := make([]listed, 0, len(byTs))
+	for ts, parts := range byTs {
+		all = append(all, listed{ts: ts, parts: parts})
+	}
+	var wg sync.WaitGroup
+	for i := range all {
+		wg.Go(func() { all[i].l, all[i].err = c.listPartitions(ctx, all[i].ts, all[i].parts) })
+	}
+	wg.Wait()
+	out := make(map[offsetKey]batchResult[int64], len(keys))
+	for _, a := range all {
+		ts, l, err := a.ts, a.l, a.err
+		for _, p := range a.parts {
+			k := offsetKey{ts, p}
+			switch o, ok := l.parts[p]; {
+			case err != nil:
+				out[k] = batchResult[int64]{err: err}
+			case l.topicErrs[p.topic] != nil:
+				out[k] = batchResult[int64]{err: l.topicErrs[p.topic]}
+			case !ok:
+				out[k] = batchResult[int64]{err: errors.New("partition missing from response")}
+			default:
+				out[k] = batchResult[int64]{v: o.offset, err: o.err}
+			}
+		}
+	}
+	return out
 }
 
 // endOffsets returns the log end offset of every partition of topics; a
 // partition or topic whose offset could not be listed is left out.
 func (c *cluster) endOffsets(ctx context.Context, topics ...string) (map[string]map[int32]int64, error) {
-	l, err := c.listOffsets(ctx, offsetsEnd, topics, -1)
+	return c.endOffsetsAged(ctx, leadersMaxAge, topics...)
+}
+
+// endOffsetsAged is endOffsets starting from leaders at most maxAge old.
+func (c *cluster) endOffsetsAged(ctx context.Context, maxAge time.Duration, topics ...string) (map[string]map[int32]int64, error) {
+	l, err := c.listOffsetsAged(ctx, offsetsEnd, topics, -1, maxAge)
 	if err != nil {
 		return nil, fmt.Errorf("%s list end offsets: %w", c.name, err)
 	}
@@ -222,13 +278,16 @@ func retriable(err error) bool {
 const (
 	// txnCoordinatorType is FindCoordinator's key type of a transactional id.
 	txnCoordinatorType int8 = 1
-	// initPIDRetries, initPIDBackoff and initPIDMaxBackoff bound the
-	// retries of an InitProducerID whose coordinator moved or is not
-	// ready: six attempts, about 2.5s of waits in all.
-	initPIDRetries    = 5
-	initPIDBackoff    = 100 * time.Millisecond
-	initPIDMaxBackoff = time.Second
+	// initPIDRetries bounds the retries of an InitProducerID whose
+	// coordinator moved or is not ready: six attempts, with about 2.5s of
+	// waits in all (initPIDPolicy).
+	initPIDRetries = 5
 )
+
+// initPIDPolicy spaces InitProducerID's retries: ceilings of 200ms doubling
+// up to 2s, twice the fixed 100ms..1s waits they replaced, so a wait is as
+// long on average.
+var initPIDPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}
 
 // initProducerID acquires txnID's producer id with a bumped epoch, which
 // fences any older holder of the id, sending InitProducerID straight to the
@@ -256,7 +315,7 @@ func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs in
 		if known && attempt == 0 {
 			continue // the coordinator kept from an earlier call moved: look it up now
 		}
-		if backoff.Sleep(ctx, min(initPIDBackoff<<attempt, initPIDMaxBackoff)) != nil {
+		if backoff.Sleep(ctx, initPIDPolicy.Delay(attempt+1, c.jitter())) != nil {
 			return nil, ctx.Err()
 		}
 	}
@@ -293,30 +352,56 @@ func (c *cluster) tryInitProducerID(ctx context.Context, txnID string, timeoutMs
 // it). It sends the batch form (v4+) whenever the broker speaks it, and
 // fills both the batch answer (Coordinators) and the single-key fields
 // whichever version was spoken; the batch answer is read when present.
+//
+// The lookups of many partitions at once share requests (batcher): one
+// FindCoordinator names them all where the broker speaks the batch form.
 func (c *cluster) txnCoordinator(ctx context.Context, txnID string) (int32, error) {
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorType = txnCoordinatorType
-	req.CoordinatorKey = txnID
-	req.CoordinatorKeys = []string{txnID}
-	resp, err := req.RequestWith(ctx, c.cl)
+	node, err := c.coordLookups.do(ctx, txnID, c.coordRound)
 	if err != nil {
 		return 0, fmt.Errorf("find coordinator: %w", err)
 	}
-	node, code := resp.NodeID, resp.ErrorCode // v0-3
-	if len(resp.Coordinators) > 0 {
-		i := slices.IndexFunc(resp.Coordinators, func(rc kmsg.FindCoordinatorResponseCoordinator) bool { return rc.Key == txnID })
-		if i < 0 {
-			return 0, errors.New("find coordinator: transactional id missing from response")
+	return node, nil
+}
+
+// coordRound finds the coordinators of one round of transactional ids.
+// A broker without the batch form answers only the first key; the others
+// are asked one by one.
+func (c *cluster) coordRound(ctx context.Context, ids []string) map[string]batchResult[int32] {
+	out := make(map[string]batchResult[int32], len(ids))
+	for len(ids) > 0 {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType = txnCoordinatorType
+		req.CoordinatorKey = ids[0]
+		req.CoordinatorKeys = ids
+		resp, err := req.RequestWith(ctx, c.cl)
+		if err != nil {
+			for _, id := range ids {
+				out[id] = batchResult[int32]{err: err}
+			}
+			return out
 		}
-		node, code = resp.Coordinators[i].NodeID, resp.Coordinators[i].ErrorCode
+		if len(resp.Coordinators) == 0 { // v0-3: the first key only
+			out[ids[0]] = coordinatorOf(resp.NodeID, resp.ErrorCode)
+			ids = ids[1:]
+			continue
+		}
+		for _, rc := range resp.Coordinators {
+			out[rc.Key] = coordinatorOf(rc.NodeID, rc.ErrorCode)
+		}
+		return out
 	}
+	return out
+}
+
+// coordinatorOf is one key's answer to FindCoordinator.
+func coordinatorOf(node int32, code int16) batchResult[int32] {
 	if err := kerr.ErrorForCode(code); err != nil {
-		return 0, fmt.Errorf("find coordinator: %w", err)
+		return batchResult[int32]{err: err}
 	}
 	if node < 0 {
-		return 0, fmt.Errorf("find coordinator: %w", kerr.CoordinatorNotAvailable)
+		return batchResult[int32]{err: kerr.CoordinatorNotAvailable}
 	}
-	return node, nil
+	return batchResult[int32]{v: node}
 }
 
 // coordinatorRetriable reports errors of initProducerID after which a fresh

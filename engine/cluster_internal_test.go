@@ -27,9 +27,14 @@ func coordCluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, *cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.jitter = halfJitter
 	t.Cleanup(c.close)
 	return kc, c
 }
+
+// halfJitter makes every retry wait half its ceiling: the retries of a
+// test take the same time on every run.
+func halfJitter() float64 { return 0.5 }
 
 // seenRequests is what a control function saw of the requests of one key.
 type seenRequests struct {

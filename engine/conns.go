@@ -10,29 +10,34 @@ import (
 	"github.com/kmirror/kmirror/engine/wire"
 )
 
-// connPool holds one order-preserving connection per destination broker.
-// All appenders of partitions led by a broker share it; each partition
-// issues its own requests in order from its one goroutine, and the
-// connection writes them in that order, so up to five batches of one
-// partition can be in flight without reordering.
+// connPool holds order-preserving connections to the destination brokers,
+// sinkConns per broker (slots), each used by one sink (sink.go), which
+// writes the requests of its partitions in order.
 type connPool struct {
 	c    *cluster
 	opts wire.Options
 	now  func() time.Time
 
 	mu    sync.Mutex
-	conns map[int32]*wire.Conn
+	conns map[connSlot]*wire.Conn
 	addrs map[int32]string
 }
 
-func newConnPool(c *cluster, opts wire.Options, now func() time.Time) *connPool {
-	return &connPool{c: c, opts: opts, now: now, conns: make(map[int32]*wire.Conn), addrs: make(map[int32]string)}
+// connSlot is one connection to a broker.
+type connSlot struct {
+	broker int32
+	slot   int
 }
 
-// get returns the connection to broker, dialing it if needed.
-func (p *connPool) get(ctx context.Context, broker int32) (*wire.Conn, error) {
+func newConnPool(c *cluster, opts wire.Options, now func() time.Time) *connPool {
+	return &connPool{c: c, opts: opts, now: now, conns: make(map[connSlot]*wire.Conn), addrs: make(map[int32]string)}
+}
+
+// get returns the connection of slot to its broker, dialing it if needed.
+func (p *connPool) get(ctx context.Context, slot connSlot) (*wire.Conn, error) {
+	broker := slot.broker
 	p.mu.Lock()
-	if c, ok := p.conns[broker]; ok {
+	if c, ok := p.conns[slot]; ok {
 		p.mu.Unlock()
 		return c, nil
 	}
@@ -61,9 +66,9 @@ func (p *connPool) get(ctx context.Context, broker int32) (*wire.Conn, error) {
 		return nil, fmt.Errorf("connect to destination broker %d: %w", broker, err)
 	}
 	p.mu.Lock()
-	old, raced := p.conns[broker]
+	old, raced := p.conns[slot]
 	if !raced {
-		p.conns[broker] = c
+		p.conns[slot] = c
 	}
 	p.mu.Unlock()
 	if raced { // another appender dialed meanwhile
@@ -75,13 +80,13 @@ func (p *connPool) get(ctx context.Context, broker int32) (*wire.Conn, error) {
 
 // failed forgets a connection that returned a connection error, so the next
 // get dials again.
-func (p *connPool) failed(broker int32, c *wire.Conn, err error) {
+func (p *connPool) failed(slot connSlot, c *wire.Conn, err error) {
 	if !errors.Is(err, wire.ErrConnClosed) {
 		return
 	}
 	p.mu.Lock()
-	if p.conns[broker] == c {
-		delete(p.conns, broker)
+	if p.conns[slot] == c {
+		delete(p.conns, slot)
 	}
 	p.mu.Unlock()
 	c.Close()
@@ -90,7 +95,7 @@ func (p *connPool) failed(broker int32, c *wire.Conn, err error) {
 func (p *connPool) close() {
 	p.mu.Lock()
 	conns := p.conns
-	p.conns = map[int32]*wire.Conn{}
+	p.conns = map[connSlot]*wire.Conn{}
 	p.mu.Unlock()
 	for _, c := range conns {
 		c.Close()

@@ -273,12 +273,7 @@ func (c *coordinator) handle(ctx context.Context, m coordMsg) {
 
 // release stops the runners of topics this instance no longer owns.
 func (c *coordinator) release(context.Context) {
-	c.e.mu.Lock()
-	ms := make([]*mirror, 0, len(c.e.mirrors))
-	for _, m := range c.e.mirrors {
-		ms = append(ms, m)
-	}
-	c.e.mu.Unlock()
+	ms := c.e.mirrorList()
 	for _, m := range ms {
 		for _, t := range m.topicList() {
 			ref := store.TopicRef{Mirror: m.cfg.Name, Topic: t}

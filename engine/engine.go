@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -74,9 +75,11 @@ type Engine struct {
 
 	startups startups // partitions coming up, for the start-up summary
 
-	conns  *connPool
-	events *eventQueue
-	coord  *coordinator // nil unless the engine joined __mirror_state
+	conns   *connPool
+	sinks   *appendSinks // on conns: the Produce requests of every mirror
+	starter starter      // the runners starting at once (park.go)
+	events  *eventQueue
+	coord   *coordinator // nil unless the engine joined __mirror_state
 	// gate holds back appends, fencing and state writes while the
 	// instance may have lost its shards; always open unless it joined.
 	gate *ownerGate
@@ -131,11 +134,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now, base: cfg.Now(), dst: dst, destID: meta.clusterID,
 		mirrors: make(map[string]*mirror), gate: newGate(),
 	}
-	dst.gate = e.gate
+	dst.gate, dst.jitter = e.gate, cfg.Jitter
 	// One destination metadata cache, on the engine's clock, for every
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
 	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2}, cfg.Now)
+	e.sinks = newAppendSinks(e.conns, cfg.RequestTimeout)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil
@@ -155,6 +159,7 @@ func (e *Engine) Close() {
 	if e.coord != nil {
 		e.coord.close()
 	}
+	e.sinks.close() // after the runners, whose last appends it carries
 	e.conns.close()
 	e.dst.close()
 }
@@ -204,6 +209,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	if err != nil {
 		return nil, err
 	}
+	src.jitter = e.cfg.Jitter
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.ConnectTimeout)
 	defer cancel()
 	meta, err := src.metadata(cctx, []string{})
@@ -245,19 +251,26 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	e.mirrors[cfg.Name] = m
 	e.mu.Unlock()
 	m.spawn(func() { m.watch(m.ctx) })
+	// Every partition's first alignment reads the source's own
+	// __mirror_state (failback): read it now, while the topics are
+	// being set up, not after them (a dozen round trips to a far
+	// source).
+	m.spawn(func() { _, _ = m.peerCatalog(m.ctx) })
 	m.spawn(func() { m.syncGroups(m.ctx) })
 	m.spawn(func() { m.metaSync(m.ctx) })
 	return m, nil
 }
 
+// mirrorList returns the mirrors the engine runs now, in no order.
+func (e *Engine) mirrorList() []*mirror {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Values(e.mirrors))
+}
+
 // Snapshot returns a copy of the engine's state.
 func (e *Engine) Snapshot() Snapshot {
-	e.mu.Lock()
-	ms := make([]*mirror, 0, len(e.mirrors))
-	for _, m := range e.mirrors {
-		ms = append(ms, m)
-	}
-	e.mu.Unlock()
+	ms := e.mirrorList()
 	slices.SortFunc(ms, func(a, b *mirror) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
 	s := Snapshot{
 		Taken:       e.now(),

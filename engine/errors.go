@@ -44,6 +44,17 @@ func (e *PartitionError) Error() string {
 
 func (e *PartitionError) Unwrap() error { return e.Err }
 
+// failure is err as a failure of the runner's partition that waits for an
+// operator's recover.
+func (r *runner) failure(err error) error {
+	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: err}
+}
+
+// failuref is failure(fmt.Errorf(format, args...)).
+func (r *runner) failuref(format string, args ...any) error {
+	return r.failure(fmt.Errorf(format, args...))
+}
+
 // OffsetMismatchError reports the offset-identity invariant broken: the
 // broker put a batch at Actual where the source has it at Expected.
 type OffsetMismatchError struct {
@@ -59,6 +70,13 @@ func (e *OffsetMismatchError) Error() string {
 }
 
 func (e *OffsetMismatchError) Unwrap() error { return e.Cause }
+
+// mismatch reports a batch of the runner's partition at actual on the
+// destination where the source has it at expected; cause is ErrForeignWrite
+// or ErrDiverged.
+func (r *runner) mismatch(expected, actual int64, cause error) error {
+	return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: expected, Actual: actual, Cause: cause}
+}
 
 // ErrULE: the source lost records that were already mirrored (an unclean
 // leader election truncated its log).

@@ -98,8 +98,8 @@ func (r *runner) checkFailback(ctx context.Context, dstEnd int64) (anchor, error
 		if rec != nil {
 			state = rec.State.String()
 		}
-		return none, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %s is mirrored from this cluster to the source by mirror %s (%s); stop it before mirroring back",
-			ErrMirrorLoop, r.topic, def.Name, state)}
+		return none, r.failuref("%w: %s is mirrored from this cluster to the source by mirror %s (%s); stop it before mirroring back",
+			ErrMirrorLoop, r.topic, def.Name, state)
 	}
 	boundary := rec.LastOffset + 1
 	// Past the boundary, what this mirror copied itself is the source's.
@@ -107,14 +107,12 @@ func (r *runner) checkFailback(ctx context.Context, dstEnd int64) (anchor, error
 		boundary = own
 	}
 	if dstEnd > boundary {
-		return none, &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: boundary, Actual: dstEnd,
-			Cause: fmt.Errorf("%w: this cluster holds %d records after offset %d, the last one mirror %s copied before it stopped (records never mirrored before the failover)",
-				ErrDiverged, dstEnd-boundary, rec.LastOffset, def.Name)}
+		return none, r.mismatch(boundary, dstEnd, fmt.Errorf("%w: this cluster holds %d records after offset %d, the last one mirror %s copied before it stopped (records never mirrored before the failover)",
+			ErrDiverged, dstEnd-boundary, rec.LastOffset, def.Name))
 	}
 	if r.rare == nil || r.rare.failbackFrom == "" {
 		r.rarely().failbackFrom = def.Name
-		r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
-			fmt.Sprintf("failback from mirror %s: last mirrored offset %d, copying the delta from %d", def.Name, rec.LastOffset, dstEnd))
+		r.emit(LevelInfo, fmt.Sprintf("failback from mirror %s: last mirrored offset %d, copying the delta from %d", def.Name, rec.LastOffset, dstEnd))
 	}
 	return anchor{offset: rec.LastOffset, epoch: rec.LastEpoch}, nil
 }

@@ -81,7 +81,7 @@ func TestConnectionsCutMidStream(t *testing.T) {
 			enginetest.Produce(t, cl, "cut", 3, 100, "first")
 			e.startMirror("cut")
 			stop := make(chan struct{})
-			wg := produceInBackground(t, cl, "cut", 3, stop)
+			wg := enginetest.ProduceInBackground(t, cl, 3, 50, stop, "cut")
 			e.waitProgress("cut", 3, 150)
 
 			nw := s.net(srcNet, dstNet)
@@ -178,7 +178,7 @@ func TestConnectionDroppedAtRequest(t *testing.T) {
 			const drops = 5
 			dropped := dropConnections(c, tc.key, drops, tc.match(c, "dropped"))
 			stop := make(chan struct{})
-			wg := produceInBackground(t, cl, "dropped", 3, stop)
+			wg := enginetest.ProduceInBackground(t, cl, 3, 50, stop, "dropped")
 			enginetest.Wait(t, 60*time.Second, func() (bool, string) {
 				return dropped.Load() >= drops, fmt.Sprintf("%d of %d connections dropped", dropped.Load(), drops)
 			})
@@ -270,7 +270,7 @@ func TestBrokerRemovedAndReadded(t *testing.T) {
 				enginetest.Produce(t, cl, "churn", parts, 100, "first")
 				e.startMirror("churn")
 				stop := make(chan struct{})
-				wg := produceInBackground(t, cl, "churn", parts, stop)
+				wg := enginetest.ProduceInBackground(t, cl, parts, 50, stop, "churn")
 				e.waitProgress("churn", parts, 150)
 
 				c, nw := s.c(e), s.net(srcNet, dstNet)

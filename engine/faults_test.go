@@ -61,22 +61,6 @@ func TestSourceLogStartAboveZero(t *testing.T) {
 	}
 }
 
-// produceInBackground keeps writing to topic until stop is closed.
-func produceInBackground(t *testing.T, cl *kgo.Client, topic string, partitions int32, stop <-chan struct{}) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for round := 0; ; round++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			enginetest.Produce(t, cl, topic, partitions, 50, fmt.Sprintf("bg-%d", round))
-		}
-	})
-	return &wg
-}
-
 func otherNode(leader int32) int32 { return (leader + 1) % 3 }
 
 func TestLeaderMovesMidStream(t *testing.T) {
@@ -86,7 +70,7 @@ func TestLeaderMovesMidStream(t *testing.T) {
 	enginetest.Produce(t, cl, "moving", 3, 100, "first")
 	e.startMirror("moving")
 	stop := make(chan struct{})
-	wg := produceInBackground(t, cl, "moving", 3, stop)
+	wg := enginetest.ProduceInBackground(t, cl, 3, 50, stop, "moving")
 
 	e.waitMirroredAtLeast("moving", 3, 200)
 	for p := range int32(3) {
@@ -158,7 +142,7 @@ func TestRestartMidStreamResumesWithoutDuplicates(t *testing.T) {
 	enginetest.Produce(t, cl, "restart", 3, 100, "first")
 	e.startMirror("restart")
 	stop := make(chan struct{})
-	wg := produceInBackground(t, cl, "restart", 3, stop)
+	wg := enginetest.ProduceInBackground(t, cl, 3, 50, stop, "restart")
 	e.waitMirroredAtLeast("restart", 3, 150)
 
 	e.eng.Close() // mid-stream: appends may be in flight

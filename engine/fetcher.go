@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,6 +43,10 @@ type want struct {
 	lastEpoch   int32 // LastFetchedEpoch: epoch of the last batch fetched, -1 none
 	maxBytes    int32
 	behind      bool // offset is below the high watermark last seen: data is waiting
+	// mustAnswer: the runner must hear even an empty answer (it is
+	// retrying after a fetch error, and an answer ends that), so the
+	// want is never parked in the fetch session.
+	mustAnswer bool
 }
 
 // topic is the topic of the want's partition.
@@ -94,6 +99,8 @@ type fetcher struct {
 	maxWait int32
 	limits  fetchLimits
 	wants   chan want
+	sess    *fetchSession // the idle partitions (fetchsession.go)
+	redial  atomic.Bool   // the last dial failed: ask the cluster for the broker's address
 }
 
 // fetchLimits are a Fetch request's byte limits (fetch.min.bytes,
@@ -108,13 +115,15 @@ func newFetcher(key fetchKey, src *cluster, opts wire.Options, maxWaitMs int32, 
 	// every partition it asks for, and kept per connection the buffers
 	// took a hundred bytes per idle partition.
 	opts.Buffers = new(wire.Buffers)
-	return &fetcher{key: key, src: src, opts: opts, maxWait: maxWaitMs, limits: limits, wants: make(chan want, 1024)}
+	return &fetcher{key: key, src: src, opts: opts, maxWait: maxWaitMs, limits: limits, wants: make(chan want, 1024), sess: newFetchSession()}
 }
 
 // fetchJob is one Fetch request for a connection to send: the wants it
-// answers and its long-poll time.
+// answers (or, for a session request, the session's members) and its
+// long-poll time.
 type fetchJob struct {
 	wants   []want
+	session bool
 	maxWait int32
 	limits  fetchLimits
 }
@@ -140,12 +149,12 @@ func (f *fetcher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case w := <-f.wants:
-			q.add(w)
+			f.take(&q, w)
 		drain:
 			for {
 				select {
 				case w := <-f.wants:
-					q.add(w)
+					f.take(&q, w)
 				default:
 					break drain
 				}
@@ -157,7 +166,7 @@ func (f *fetcher) run(ctx context.Context) {
 				polls--
 			}
 		}
-		for q.len() > 0 {
+		for {
 			i := slices.Index(busy[:], false)
 			if i < 0 {
 				break
@@ -165,6 +174,12 @@ func (f *fetcher) run(ctx context.Context) {
 			var job fetchJob
 			if behind := q.takeBehind(); len(behind) > 0 {
 				job = fetchJob{wants: behind, limits: f.limits}
+			} else if polls < fetchConns-1 && f.sess.due() {
+				job = fetchJob{session: true, maxWait: f.maxWait, limits: f.limits}
+				polling[i] = true
+				polls++
+			} else if q.len() == 0 {
+				break
 			} else if polls < fetchConns-1 {
 				wants := q.takeAll()
 				if len(wants) == 0 {
@@ -180,6 +195,13 @@ func (f *fetcher) run(ctx context.Context) {
 			jobs[i] <- job // buffered and idle: never blocks
 		}
 	}
+}
+
+// take queues a runner's want; it replaces the partition's member of the
+// fetch session, if it has one.
+func (f *fetcher) take(q *wantQueue, w want) {
+	f.sess.leave(w)
+	q.add(w)
 }
 
 // wantQueue holds the wants waiting for a connection, one per partition: a
@@ -308,15 +330,22 @@ func (f *fetcher) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, err
 			return conn, nil
 		}
 	}
-	meta, err := f.src.metadata(ctx, []string{})
-	if err != nil {
-		return nil, err
+	// The broker's address as the mirror's metadata last named it (no
+	// round trip to a far source); after a failed dial, or when it is
+	// not known, as the cluster names it now.
+	addr, ok := f.src.leaders.addrOf(f.key.broker)
+	if !ok || f.redial.Load() {
+		meta, err := f.src.metadata(ctx, []string{})
+		if err != nil {
+			return nil, err
+		}
+		if addr, ok = meta.addrs[f.key.broker]; !ok {
+			return nil, fmt.Errorf("%w: source broker %d is not in the cluster metadata", kerr.NotLeaderForPartition, f.key.broker)
+		}
 	}
-	addr, ok := meta.addrs[f.key.broker]
-	if !ok {
-		return nil, fmt.Errorf("%w: source broker %d is not in the cluster metadata", kerr.NotLeaderForPartition, f.key.broker)
-	}
-	return wire.Dial(ctx, addr, f.opts)
+	c, err := wire.Dial(ctx, addr, f.opts)
+	f.redial.Store(err != nil)
+	return c, err
 }
 
 // fetch sends one Fetch request for job on conn (dialing it if needed) and
@@ -328,12 +357,23 @@ func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wi
 			w.to.deliver(fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch from source broker %d: %w", f.key.broker, err)})
 		}
 	}
+	if job.session {
+		failAll = func(err error) { f.deliverAll(f.sess.failed(f.key.broker, err)) }
+	}
 	conn, err := f.connect(ctx, conn)
 	if err != nil {
 		failAll(err)
 		return nil, 0
 	}
-	req, idx := fetchRequest(job)
+	var (
+		req *kmsg.FetchRequest
+		idx *wantIndex
+	)
+	if job.session {
+		req = f.sess.request(job.maxWait, job.limits)
+	} else {
+		req, idx = fetchRequest(job)
+	}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(job.maxWait)*time.Millisecond+fetchTimeout)
 	resp, err := conn.Request(wctx, req)
 	cancel()
@@ -345,26 +385,55 @@ func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wi
 		return nil, 0
 	}
 	fr := resp.(*kmsg.FetchResponse)
-	f.answer(job.wants, fr, idx)
+	if job.session {
+		f.deliverAll(f.sess.answer(fr, f.key.broker, time.Since(clockBase)))
+	} else {
+		f.answer(job.wants, fr, idx)
+	}
 	return conn, time.Duration(fr.ThrottleMillis) * time.Millisecond
 }
 
-// fetchRequest builds the Fetch request of job, with the index that finds
-// a want from a response partition.
-func fetchRequest(job fetchJob) (*kmsg.FetchRequest, *wantIndex) {
+// deliverAll hands each want its answer.
+func (f *fetcher) deliverAll(ws []want, results []fetchResult) {
+	for i, w := range ws {
+		w.to.deliver(results[i])
+	}
+}
+
+// newFetchRequest is a Fetch request with no partitions and no session.
+func newFetchRequest(maxWait int32, limits fetchLimits) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
-	req.MaxWaitMillis = job.maxWait
+	req.MaxWaitMillis = maxWait
 	req.MinBytes, req.MaxBytes = 1, 64<<20
-	if job.limits.minBytes > 0 {
-		req.MinBytes = job.limits.minBytes
+	if limits.minBytes > 0 {
+		req.MinBytes = limits.minBytes
 	}
-	if job.limits.maxBytes > 0 {
-		req.MaxBytes = job.limits.maxBytes
+	if limits.maxBytes > 0 {
+		req.MaxBytes = limits.maxBytes
 	}
 	req.IsolationLevel = 0 // READ_UNCOMMITTED: everything up to the high watermark
 	req.SessionID = 0
 	req.SessionEpoch = -1
+	return req
+}
+
+// fetchPartition is w's partition in a Fetch request.
+func fetchPartition(w want) kmsg.FetchRequestTopicPartition {
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = w.partition
+	rp.FetchOffset = w.offset
+	rp.CurrentLeaderEpoch = w.leaderEpoch
+	rp.LastFetchedEpoch = w.lastEpoch
+	rp.LogStartOffset = -1
+	rp.PartitionMaxBytes = w.maxBytes
+	return rp
+}
+
+// fetchRequest builds the sessionless Fetch request of job, with the index
+// that finds a want from a response partition.
+func fetchRequest(job fetchJob) (*kmsg.FetchRequest, *wantIndex) {
+	req := newFetchRequest(job.maxWait, job.limits)
 	idx := newWantIndex()
 	for j, w := range job.wants {
 		i, added := idx.add(w.topic(), w.topicID, w.partition, j)
@@ -374,14 +443,7 @@ func fetchRequest(job fetchJob) (*kmsg.FetchRequest, *wantIndex) {
 			rt.TopicID = w.topicID
 			req.Topics = append(req.Topics, rt)
 		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = w.partition
-		rp.FetchOffset = w.offset
-		rp.CurrentLeaderEpoch = w.leaderEpoch
-		rp.LastFetchedEpoch = w.lastEpoch
-		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = w.maxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, fetchPartition(w))
 	}
 	return req, idx
 }
@@ -456,13 +518,13 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, idx *wantIndex) {
 			}
 			answered[j] = true
 			w := wants[j]
-			res := fetchResult{gen: w.gen, offset: w.offset, records: p.RecordBatches, hwm: p.HighWatermark, logStart: p.LogStartOffset, at: at}
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				res.err = fmt.Errorf("fetch %s/%d at %d from source broker %d: %w", name, p.Partition, w.offset, f.key.broker, err)
-			}
-			if p.DivergingEpoch.Epoch >= 0 && p.DivergingEpoch.EndOffset >= 0 {
-				d := p.DivergingEpoch
-				res.divergence = &d
+			res := resultOf(w, p, name, f.key.broker, at)
+			if res.idleAt(w.offset) && !w.mustAnswer {
+				// Nothing new: the partition waits in the session
+				// from now on, its runner left asleep.
+				w.to.stats.setSource(res.hwm, res.logStart)
+				f.sess.park(w)
+				continue
 			}
 			w.to.deliver(res)
 		}
@@ -477,6 +539,25 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, idx *wantIndex) {
 		}
 		w.to.deliver(fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch %s/%d from source broker %d: partition missing from response: %w", w.topic(), w.partition, f.key.broker, err)})
 	}
+}
+
+// resultOf is the fetch result of w from its partition's answer p (of
+// topic name).
+func resultOf(w want, p *kmsg.FetchResponseTopicPartition, name string, broker int32, at time.Duration) fetchResult {
+	res := fetchResult{gen: w.gen, offset: w.offset, records: p.RecordBatches, hwm: p.HighWatermark, logStart: p.LogStartOffset, at: at}
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		res.err = fetchErr(name, p.Partition, w.offset, broker, err)
+	}
+	if p.DivergingEpoch.Epoch >= 0 && p.DivergingEpoch.EndOffset >= 0 {
+		d := p.DivergingEpoch
+		res.divergence = &d
+	}
+	return res
+}
+
+// fetchErr is the error of a fetch of topic/p at offset from broker.
+func fetchErr(topic string, p int32, offset int64, broker int32, err error) error {
+	return fmt.Errorf("fetch %s/%d at %d from source broker %d: %w", topic, p, offset, broker, err)
 }
 
 // tp names a topic partition.

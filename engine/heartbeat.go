@@ -120,12 +120,7 @@ func (c *coordinator) heartbeatRecord(shards []int32, stopped bool) store.Instan
 	if stopped {
 		return h
 	}
-	c.e.mu.Lock()
-	ms := make([]*mirror, 0, len(c.e.mirrors))
-	for _, m := range c.e.mirrors {
-		ms = append(ms, m)
-	}
-	c.e.mu.Unlock()
+	ms := c.e.mirrorList()
 	dst := c.e.dstReach.report()
 	for _, m := range ms {
 		h.Mirrors = append(h.Mirrors, store.InstanceMirror{

@@ -19,21 +19,24 @@ type inbox struct {
 	mu         sync.Mutex
 	events     []partition.Event  // operator events, oldest first
 	fault      error              // a failure found outside the runner (a deleted source topic)
-	result     fetchResult        // the fetcher's newest answer, when hasResult
-	hasResult  bool               //
+	result     *fetchResult       // the fetcher's newest answer, nil when none (an idle runner keeps none)
 	exited     bool               // run has returned: events are dropped
 	checkpoint bool               // the mirror asks for the last mirrored offset to be written
+	retryDue   bool               // the retry timer of retrySeq fired
+	retrySeq   uint32             // the retry scheduled last
 	stopQueued bool               // a stop was handed over and no start since (topicStopped)
 	cancelWork context.CancelFunc // interrupts the work in progress for a command
 	wake       chan struct{}      // capacity 1
 }
 
-// poke leaves a wake token, unless one is already waiting.
+// poke leaves a wake token, unless one is already waiting, and starts a
+// goroutine for a parked runner.
 func (r *runner) poke() {
 	select {
 	case r.in.wake <- struct{}{}:
 	default:
 	}
+	r.unpark()
 }
 
 // send delivers an operator event to the runner, interrupting alignment,
@@ -79,8 +82,8 @@ func (r *runner) inject(err error) {
 // those to its successor, on another connection or from another fetcher).
 func (r *runner) deliver(res fetchResult) {
 	r.in.mu.Lock()
-	if !r.in.hasResult || res.gen >= r.in.result.gen {
-		r.in.result, r.in.hasResult = res, true
+	if r.in.result == nil || res.gen >= r.in.result.gen {
+		r.in.result = &res
 	}
 	r.in.mu.Unlock()
 	r.poke()
@@ -125,19 +128,22 @@ func (r *runner) takeFault() error {
 func (r *runner) resultPending() (pending, empty bool) {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
-	res := &r.in.result
-	return r.in.hasResult, res.err == nil && len(res.records) == 0 && res.divergence == nil
+	res := r.in.result
+	if res == nil {
+		return false, false
+	}
+	return true, res.err == nil && len(res.records) == 0 && res.divergence == nil
 }
 
 // takeResult removes the waiting fetch answer into res.
 func (r *runner) takeResult(res *fetchResult) bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
-	if !r.in.hasResult {
+	if r.in.result == nil {
 		return false
 	}
-	*res = r.in.result
-	r.in.result, r.in.hasResult = fetchResult{}, false
+	*res = *r.in.result
+	r.in.result = nil
 	return true
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -20,16 +19,23 @@ const maxRealigns = 6
 
 // run drives the partition through the state machine until ctx ends: each
 // event goes through partition.Step, whose actions are persisted, announced
-// and executed here, one at a time. The frames of run, doFetching,
-// fetching and mirrorNext stay on the goroutine's stack all the while a
-// partition is idle, so they are kept small; the work is in the functions
-// they call.
+// and executed here, one at a time. While the partition has nothing to do
+// (idle while MIRRORING, or waiting for a command) the runner parks: its
+// goroutine ends, and the next thing handed to it starts another one that
+// goes on from where this one stopped (park.go). The runner's state is in
+// its fields, never on a goroutine's stack.
 func (r *runner) run(ctx context.Context, initial ...partition.Event) {
 	r.begin(ctx, initial)
+	r.loop(ctx)
+}
+
+// loop runs the runner until it parks or exits.
+func (r *runner) loop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if work := r.work; work != nil {
 			var ev partition.Event
 			if _, ok := work.(partition.StartFetching); ok {
+				r.m.e.starter.started(r) // aligned and fenced: started
 				ev = r.doFetching(ctx)
 			} else {
 				ev = r.do(ctx, work)
@@ -40,9 +46,15 @@ func (r *runner) run(ctx context.Context, initial ...partition.Event) {
 				}
 				r.step(ctx, ev)
 			}
-			continue
+		} else {
+			r.waitEvent(ctx)
 		}
-		r.waitEvent(ctx)
+		if r.parking {
+			r.parking = false
+			if ctx.Err() == nil && r.park() {
+				return
+			}
+		}
 	}
 	r.exit()
 	r.m.e.partitionGone(r.m.cfg.Name, r.topic, r.partition)
@@ -74,35 +86,28 @@ func (r *runner) exit() {
 		r.retry.Stop()
 	}
 	r.markExited()
+	r.m.e.starter.started(r)
+	r.done.Done()
+	r.m.e.wg.Done()
 }
 
-// waitEvent waits for an operator event, a failure or a due retry while no
-// work is in progress, and steps it.
+// waitEvent steps an operator event, a failure or a due retry while no
+// work is in progress; with none waiting the runner parks (the end of ctx
+// and the retry's timer hand it a wake too).
 func (r *runner) waitEvent(ctx context.Context) {
 	if r.stepInbox(ctx) {
 		return
 	}
-	if r.retry == nil {
-		// One channel to wait on, as in mirrorNext; the end of ctx
-		// wakes it too.
-		<-r.in.wake
-		if ctx.Err() == nil {
-			r.stepInbox(ctx)
-		}
-		return
-	}
-	select {
-	case <-ctx.Done():
-	case <-r.in.wake:
-		r.stepInbox(ctx)
-	case <-r.retry.C:
+	if r.retry != nil && r.takeRetryDue() {
 		r.retry = nil
 		tick := partition.Tick{Now: r.m.e.now(), Jitter: r.m.e.jitter()}
 		if down := r.m.sourceDown(); down != nil {
 			tick.SourceUnreachable = down.Error()
 		}
 		r.step(ctx, tick)
+		return
 	}
+	r.parking = true
 }
 
 // stepInbox steps an operator event, or else a failure found outside the
@@ -126,7 +131,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 	next, acts, err := partition.Apply(r.st, ev)
 	if err != nil {
 		if !errors.Is(err, partition.ErrStale) && isCommand(ev) {
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, err.Error())
+			r.emit(LevelWarn, err.Error())
 		}
 		return
 	}
@@ -144,19 +149,9 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 		case partition.Persist:
 			r.persistStatus(ctx, a.Status)
 		case partition.Emit:
-			lvl := LevelInfo
-			switch a.Severity {
-			case partition.SeverityWarn:
-				lvl = LevelWarn
-			case partition.SeverityError:
-				lvl = LevelError
-			}
-			r.m.e.emitState(lvl, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
+			r.m.e.emitState(a.Severity, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
 		case partition.ScheduleRetry:
-			if r.retry != nil {
-				r.retry.Stop()
-			}
-			r.retry = time.NewTimer(max(0, a.At.Sub(r.m.e.now())))
+			r.scheduleRetry(max(0, a.At.Sub(r.m.e.now())))
 		case partition.Halt:
 			r.dropFetch()
 			_ = r.drain(ctx)
@@ -201,6 +196,9 @@ func (r *runner) doFetching(ctx context.Context) partition.Event {
 		return nil
 	}
 	err := r.fetching(ctx)
+	if errors.Is(err, errParked) {
+		return nil // MIRRORING goes on when the runner is woken
+	}
 	return r.fetchingDone(ctx, errors.Is(err, errInterrupted), epoch, err)
 }
 
@@ -361,7 +359,7 @@ func (r *runner) realign(ctx context.Context, err error) error {
 		r.retrying("realigning: " + err.Error())
 		cause, _, _ := r.classify(err)
 		r.m.realigns.add(cause)
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
+		r.emit(LevelWarn, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()
 		}
@@ -431,7 +429,7 @@ func (r *runner) classify(err error) (partition.Cause, bool, error) {
 		// Whatever failed, the source does not answer: say so, and keep
 		// retrying for as long as the outage lasts.
 		cause = partition.CauseSourceUnreachable
-		err = fmt.Errorf("%w (%v)", r.m.sourceDown(), err)
+		err = fmt.Errorf("%w (%w)", r.m.sourceDown(), err)
 	case errors.As(err, &pe):
 		retryable = pe.Retryable
 	case isTransient(err):
@@ -448,7 +446,8 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 		return
 	}
 	rec := r.record(st)
-	for attempt := 0; ; attempt++ {
+	b := backoff.Backoff{Policy: persistPolicy}
+	for {
 		// A record written by an instance the group replaced would
 		// contradict the new owner's.
 		if r.m.e.gate.wait(ctx) != nil {
@@ -459,7 +458,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 			return
 		}
 		r.stats.setError("persist state: "+err.Error(), true)
-		if !r.wait(ctx, min(time.Duration(100<<min(attempt, 6))*time.Millisecond, 5*time.Second)) {
+		if !r.wait(ctx, b.Next(r.m.e.jitter)) {
 			return
 		}
 	}
@@ -497,11 +496,22 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 	return rec
 }
 
-// backoff is the capped full-jitter exponential delay for the current attempt.
+// backoff is the delay before a retry inside MIRRORING: the mirror's retry
+// policy, with the engine's jitter. r.attempt is already counted, and the
+// first retry waits up to twice RetryInitial, as it always has.
 func (r *runner) backoff() time.Duration {
-	d := r.m.cfg.RetryInitial << min(r.attempt, 20)
-	d = min(d, r.m.cfg.RetryMax)
-	return time.Duration(rand.Float64() * float64(d))
+	p := backoff.Policy{Initial: r.m.cfg.RetryInitial, Max: r.m.cfg.RetryMax}
+	return p.Delay(int(r.attempt)+1, r.m.e.jitter())
+}
+
+// persistPolicy spaces the attempts to write the partition's record while
+// __mirror_state does not take it: its ceilings are twice the fixed waits
+// it replaced (100ms doubling up to 5s), so a wait is as long on average.
+var persistPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second}
+
+// emit tells an event about this partition.
+func (r *runner) emit(level EventLevel, msg string) {
+	r.m.e.emit(level, r.m.cfg.Name, r.topic, r.partition, msg)
 }
 
 // wait waits d or until ctx ends; it reports whether ctx is still live.

@@ -29,14 +29,17 @@ const (
 	// starts from may be: kadm answered from franz-go's cache, which is
 	// as old as MetadataMinAge (newCluster).
 	leadersMaxAge = 250 * time.Millisecond
-	// listRetries and listBackoff bound the retries of partitions whose
-	// leader moved or did not answer, as kgo.RequestRetries (newCluster)
-	// and franz-go's default backoff did.
+	// listRetries bounds the retries of partitions whose leader moved or
+	// did not answer, as kgo.RequestRetries (newCluster) did.
 	listRetries = 2
-	listBackoff = 250 * time.Millisecond
 	// listTimeoutMillis is the broker-side timeout of a request, kadm's.
 	listTimeoutMillis = 15_000
 )
+
+// listPolicy spaces listOffsets' retries: ceilings twice the fixed 250ms
+// and 500ms waits (franz-go's default backoff) they replaced, so a wait is
+// as long on average.
+var listPolicy = backoff.Policy{Initial: 500 * time.Millisecond, Max: time.Second}
 
 // listedOffset is one partition's answer: its offset, or the error its
 // leader answered.
@@ -67,37 +70,112 @@ type listFailure struct {
 // whose leader answers an error that may pass (NOT_LEADER and the like) is
 // retried on fresh metadata.
 func (c *cluster) listOffsets(ctx context.Context, ts int64, topics []string, p int32) (listing, error) {
+	return c.listOffsetsAged(ctx, ts, topics, p, leadersMaxAge)
+}
+
+// listOffsetsAged is listOffsets starting from leaders at most maxAge old.
+func (c *cluster) listOffsetsAged(ctx context.Context, ts int64, topics []string, p int32, maxAge time.Duration) (listing, error) {
 	mc := c.leaderCache(topics)
-	meta, err := c.leadersFor(ctx, mc, topics, p)
+	meta, err := c.leadersFor(ctx, mc, topics, p, maxAge)
 	if err != nil {
 		return listing{}, err
 	}
 	out := listing{parts: make(map[tp]listedOffset), topicErrs: make(map[string]error)}
-	pending := out.partitionsOf(meta, topics, p)
+	return out, c.listPending(ctx, mc, meta, ts, out.partitionsOf(meta, topics, p), out, true)
+}
+
+// listPartitions lists the offset at ts of each of parts. A partition
+// whose listing failed for good has the error as its answer, instead of
+// failing the listing (the partitions are those of many callers).
+func (c *cluster) listPartitions(ctx context.Context, ts int64, parts []tp) (listing, error) {
+	var topics []string
+	for _, p := range parts {
+		if !slices.Contains(topics, p.topic) {
+			topics = append(topics, p.topic)
+		}
+	}
+	// Only the topics listed, each no older than leadersMaxAge: the
+	// partitions of a round are those aligning, not every partition the
+	// cache knows.
+	mc := c.leaderCache(topics)
+	for _, t := range topics {
+		mc.addTopic(t)
+	}
+	meta, err := mc.topicsAfter(ctx, topics, mc.now().Add(-leadersMaxAge))
+	if err == nil && slices.ContainsFunc(parts, func(p tp) bool {
+		tm, ok := meta.topics[p.topic]
+		return ok && tm.err == nil && int(p.partition) >= len(tm.partitions)
+	}) {
+		meta, err = mc.topicsAfter(ctx, topics, mc.now()) // a topic grew since its leaders were cached
+	}
+	if err != nil {
+		return listing{}, err
+	}
+	out := listing{parts: make(map[tp]listedOffset), topicErrs: make(map[string]error)}
+	var pending []tp
+	for _, p := range parts {
+		tm, ok := meta.topics[p.topic]
+		switch {
+		case !ok:
+			out.topicErrs[p.topic] = kerr.UnknownTopicOrPartition
+		case tm.err != nil:
+			out.topicErrs[p.topic] = tm.err
+		case int(p.partition) >= len(tm.partitions):
+			out.parts[p] = listedOffset{err: kerr.UnknownTopicOrPartition}
+		default:
+			pending = append(pending, p)
+		}
+	}
+	return out, c.listPending(ctx, mc, meta, ts, pending, out, false)
+}
+
+// listPending lists pending into out, retrying the partitions whose leader
+// moved or did not answer on fresh metadata. Once the retries are spent,
+// a failure fails the listing when strict, or else becomes the partition's
+// answer.
+func (c *cluster) listPending(ctx context.Context, mc *metaCache, meta clusterMeta, ts int64, pending []tp, out listing, strict bool) error {
+	var err error
 	for attempt := 0; len(pending) > 0; attempt++ {
 		sent := mc.now()
 		failed := c.listRound(ctx, meta, ts, pending, out.parts)
-		if err := fatalFailure(failed); err != nil {
-			return listing{}, err
+		if err := fatalFailure(failed); err != nil && strict {
+			return err
+		}
+		if !strict {
+			// An authorization failure is a partition's answer at
+			// once, as it fails a strict listing at once.
+			failed = slices.DeleteFunc(failed, func(f listFailure) bool {
+				if isAuthFailure(f.err) {
+					out.parts[f.tp] = listedOffset{err: f.err}
+					return true
+				}
+				return false
+			})
 		}
 		if len(failed) == 0 {
 			break
 		}
 		if attempt == listRetries {
-			return out, out.settle(failed)
+			if strict {
+				return out.settle(failed)
+			}
+			for _, f := range failed {
+				out.parts[f.tp] = listedOffset{err: f.err}
+			}
+			return nil
 		}
-		if backoff.Sleep(ctx, listBackoff<<attempt) != nil {
-			return listing{}, ctx.Err()
+		if backoff.Sleep(ctx, listPolicy.Delay(attempt+1, c.jitter())) != nil {
+			return ctx.Err()
 		}
 		if meta, err = mc.get(ctx, sent); err != nil {
-			return listing{}, err
+			return err
 		}
 		pending = pending[:0]
 		for _, f := range failed {
 			pending = append(pending, f.tp)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // leaderCache returns the leader cache to list topics with. A cluster
@@ -109,13 +187,13 @@ func (c *cluster) leaderCache(topics []string) *metaCache {
 	return c.leaders
 }
 
-// leadersFor returns metadata at most leadersMaxAge old that covers
+// leadersFor returns metadata at most maxAge old that covers
 // topics (and partition p of each, when p >= 0), adding the topics the
 // cache does not request yet. Cached metadata that lacks a topic or the
 // partition, or reports an error for the topic, is asked again: the topic
 // may have been created, grown or recreated since.
-func (c *cluster) leadersFor(ctx context.Context, mc *metaCache, topics []string, p int32) (clusterMeta, error) {
-	meta, err := mc.get(ctx, mc.now().Add(-leadersMaxAge))
+func (c *cluster) leadersFor(ctx context.Context, mc *metaCache, topics []string, p int32, maxAge time.Duration) (clusterMeta, error) {
+	meta, err := mc.get(ctx, mc.now().Add(-maxAge))
 	if err != nil {
 		return clusterMeta{}, err
 	}

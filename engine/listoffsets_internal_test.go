@@ -40,6 +40,7 @@ func listCluster(t *testing.T) (*kfake.Cluster, *cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.jitter = halfJitter
 	t.Cleanup(c.close)
 	return kc, c
 }

@@ -196,8 +196,7 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 			continue // failed over: what became of the source topic no longer matters
 		}
 		for _, r := range m.runnersOf(t) {
-			r.inject(&PartitionError{Topic: t, Partition: r.partition,
-				Err: fmt.Errorf("%w: %s no longer exists on the source cluster %s; its partitions cannot be mirrored any more", ErrSourceTopicDeleted, t, m.sourceID)})
+			r.inject(r.failuref("%w: %s no longer exists on the source cluster %s; its partitions cannot be mirrored any more", ErrSourceTopicDeleted, t, m.sourceID))
 		}
 	}
 
@@ -228,7 +227,7 @@ func (m *mirror) failRecreated(meta clusterMeta) []string {
 		out = append(out, t)
 		was, now := m.sourceTopicID(t), meta.topics[t].id
 		for _, r := range m.runnersOf(t) {
-			r.inject(&PartitionError{Topic: t, Partition: r.partition, Err: recreatedError(t, was, now)})
+			r.inject(r.failure(recreatedError(t, was, now)))
 		}
 	}
 	return out

@@ -338,10 +338,12 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 			slices.Sort(m.topics)
 		}
 		m.mu.Unlock()
-		m.e.wg.Go(func() {
-			defer running.Done()
-			r.run(rctx, initial...)
-		})
+		// The runner's goroutines are counted in the engine's and the
+		// topic's wait groups from here until it exits (exit), across
+		// the goroutines a parked runner is woken in (park.go).
+		r.ctx, r.done = rctx, running
+		m.e.wg.Add(1)
+		m.e.starter.start(r, initial)
 	}
 	return nil
 }
@@ -444,7 +446,7 @@ func (m *mirror) topicList() []string {
 // fetcherFor returns the fetcher that serves partition p of a topic led by
 // broker, starting it on first use.
 func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
-	key := fetchKey{mirror: m.cfg.Name, broker: broker, index: fetcherIndex(topic, p, m.cfg.NumFetchers)}
+	key := fetchKey{mirror: m.cfg.Name, broker: broker, index: partitionSlot(topic, p, m.cfg.NumFetchers)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := m.fetchers[key]
@@ -509,11 +511,20 @@ func (m *mirror) watch(ctx context.Context) {
 		if len(topics) == 0 {
 			continue
 		}
-		// The source's high watermarks, for every partition: a paused,
-		// failed or stopped partition fetches nothing, and its lag must
-		// still tell the truth.
+		// The source's high watermarks, for the topics with a partition
+		// not mirroring: a paused, failed or stopped partition fetches
+		// nothing, and its lag must still tell the truth; a mirroring
+		// one learns its high watermark from every fetch answer. With
+		// none to list, an uncached Metadata request tells whether the
+		// source answers.
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckInterval*3)
-		srcEnds, err := m.src.endOffsets(sctx, topics...)
+		var srcEnds map[string]map[int32]int64
+		var err error
+		if listed := sourceListed(rs); len(listed) > 0 {
+			srcEnds, err = m.src.endOffsetsAged(sctx, watchLeadersMaxAge, listed...)
+		} else {
+			_, err = m.src.metadata(sctx, []string{})
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -528,7 +539,7 @@ func (m *mirror) watch(ctx context.Context) {
 				r.stats.sourceUnknown()
 			}
 		}
-		ends, err := m.e.dst.endOffsets(ctx, topics...)
+		ends, err := m.e.dst.endOffsetsAged(ctx, watchLeadersMaxAge, topics...)
 		if err != nil {
 			if ctx.Err() == nil {
 				m.e.dstReach.failed(now, err)
@@ -541,10 +552,29 @@ func (m *mirror) watch(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			r.stats.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)})
-			r.poke()
+			if r.stats.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)}) {
+				r.poke()
+			}
 		}
 	}
+}
+
+// watchLeadersMaxAge is how old the leaders the watcher lists offsets with
+// may be: a partition whose leader moved is asked again on fresh metadata,
+// so the watcher need not refresh the metadata of every topic each check
+// (at a hundred thousand partitions, megabytes decoded every second).
+const watchLeadersMaxAge = 30 * time.Second
+
+// sourceListed returns the topics whose source log ends the watcher lists,
+// those with a partition that needs them (needsSourceEnds).
+func sourceListed(rs []*runner) []string {
+	var out []string
+	for _, r := range rs {
+		if (len(out) == 0 || out[len(out)-1] != r.topic) && r.stats.needsSourceEnds() {
+			out = append(out, r.topic)
+		}
+	}
+	return out
 }
 
 // ensureTopics creates missing destination topics with the source's
@@ -634,8 +664,9 @@ func topicCreateConfigs(srcCfgs kadm.ResourceConfigs, t string) map[string]*stri
 	return want
 }
 
-// fetcherIndex spreads partitions of one broker over the mirror's fetchers.
-func fetcherIndex(topic string, p int32, n int) int {
+// partitionSlot spreads the partitions of one broker over n: the mirror's
+// fetchers, the destination broker's connections (sinkConns).
+func partitionSlot(topic string, p int32, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(topic))
 	return int((h.Sum32() + uint32(p)) % uint32(n))

@@ -9,19 +9,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/wire"
 )
 
 var zstdCodec = kgo.ZstdCompression()
 
 // inflight is one appended batch whose Produce response is still awaited.
 type inflight struct {
-	pending *wire.Pending // nil when the batch could not be sent: it is resent like a lost answer
-	conn    *wire.Conn
+	call *appendCall // nil when the batch could not be sent: it is resent like a lost answer
 	// b is the batch as sent, already rewritten for its writer identity:
 	// an append whose outcome is unknown is resent byte for byte, so the
 	// broker deduplicates it by producer id, epoch and sequence. For a
@@ -60,43 +58,25 @@ func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b [
 	// A batch sent while an earlier one of the partition is not would
 	// reach the broker out of sequence; it waits for the earlier one's
 	// resend instead.
-	if n := len(r.inflight); n == 0 || r.inflight[n-1].pending != nil {
+	if n := len(r.inflight); n == 0 || r.inflight[n-1].call != nil {
 		_ = r.sendBatch(ctx, &f)
 	}
 	return f
 }
 
 // sendBatch sends f's bytes to the destination leader and records where; on
-// failure f is left unsent (pending nil) and the cause is returned.
+// failure f is left unsent (call nil) and the cause is returned. The
+// leader's sink puts the batch into a Produce request shared with other
+// partitions' batches.
 func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
-	f.pending, f.conn, f.broker = nil, nil, r.dst.leader
+	f.call, f.broker = nil, r.dst.leader
 	// An instance that may have lost its shards appends nothing; its
 	// revocation ends ctx and the wait with it.
 	if err := r.m.e.gate.wait(ctx); err != nil {
 		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
 	}
-	conn, err := r.m.e.conns.get(ctx, r.dst.leader)
-	if err != nil {
-		return err
-	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = int32(r.m.e.cfg.RequestTimeout / time.Millisecond)
-	req.TransactionID = f.txnID
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = r.topic
-	rt.TopicID = r.dst.topicID
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = r.partition
-	rp.Records = f.b
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	p, err := conn.Issue(req)
-	if err != nil {
-		r.m.e.conns.failed(r.dst.leader, conn, err)
-		return fmt.Errorf("produce to destination broker %d: %w", r.dst.leader, err)
-	}
-	f.pending, f.conn = p, conn
+	f.call = &appendCall{topic: r.topic, topicID: r.dst.topicID, partition: r.partition, txnID: f.txnID, records: f.b}
+	r.m.e.sinks.issue(r.dst.leader, f.call)
 	return nil
 }
 
@@ -104,22 +84,16 @@ func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
 // resent tells that f is a resend, whose DUPLICATE_SEQUENCE_NUMBER answer
 // may mean that an earlier send landed.
 func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) error {
-	if f.pending == nil {
+	if f.call == nil {
 		return r.unknownOutcome(f.base, errNotSent)
 	}
-	resp, err := f.pending.Wait(ctx)
+	p, err := f.call.Wait(ctx)
 	if err != nil {
-		r.m.e.conns.failed(f.broker, f.conn, err)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return r.unknownOutcome(f.base, err)
 	}
-	pr := resp.(*kmsg.ProduceResponse)
-	if len(pr.Topics) != 1 || len(pr.Topics[0].Partitions) != 1 {
-		return r.unknownOutcome(f.base, errMalformedProduce)
-	}
-	p := pr.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		if p.ErrorMessage != nil {
 			err = fmt.Errorf("%w: %s", err, *p.ErrorMessage)
@@ -133,9 +107,9 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 		}
 	}
 	if p.BaseOffset != f.base {
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: f.base, Actual: p.BaseOffset, Cause: ErrForeignWrite}
+		return r.mismatch(f.base, p.BaseOffset, ErrForeignWrite)
 	}
-	r.m.observeAppend(f, f.pending.CompletedAt())
+	r.m.observeAppend(f, f.call.CompletedAt())
 	r.acked = f.next
 	r.stats.appended(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {
@@ -149,7 +123,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 func (r *runner) classifyProduceErr(base int64, err error) error {
 	switch appendFailureOf(err) {
 	case failFenced:
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)}
+		return r.failuref("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)
 	case failUnknown:
 		return r.unknownOutcome(base, err)
 	case failWriter:
@@ -161,7 +135,7 @@ func (r *runner) classifyProduceErr(base int64, err error) error {
 		// bypasses ACLs.
 		err = fmt.Errorf("%w (with mirror.destination.write.guard=acl kmirror's destination principal must be in the destination's super.users)", err)
 	}
-	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("append at %d: %w", base, err)}
+	return r.failuref("append at %d: %w", base, err)
 }
 
 // unknownOutcome is the error of an append the broker may or may not have
@@ -222,7 +196,7 @@ func (r *runner) maybeDelete(ctx context.Context) error {
 	if err := r.m.e.deleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
 		return err
 	}
-	r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
+	r.emit(LevelInfo, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
 	r.deleteTo = 0
 	return nil
 }
@@ -258,12 +232,19 @@ func (r *runner) fill(ctx context.Context, to int64) error {
 	return nil
 }
 
+// stopInitRetries and stopInitPolicy bound the retries of the epoch bump a
+// stop ends with: five attempts, the ceilings of their waits twice the
+// fixed 100ms, 200ms, 400ms and 800ms they replaced.
+const stopInitRetries = 4
+
+var stopInitPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1600 * time.Millisecond}
+
 // stop is STOPPING: no more fetches, bump the writer epoch so no zombie
 // append can land, then STOPPED. It needs only the destination.
 func (r *runner) stop(ctx context.Context) error {
 	r.dropFetch()
 	if err := r.drain(ctx); err != nil && !isTransient(err) {
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "stopping: "+err.Error())
+		r.emit(LevelWarn, "stopping: "+err.Error())
 	}
 	if err := r.abortOpen(ctx); err != nil {
 		return err
@@ -272,7 +253,8 @@ func (r *runner) stop(ctx context.Context) error {
 	// recorded one, before the bump below (which keeps the id unless the
 	// broker expired it).
 	before := r.writer.ProducerID
-	for attempt := 0; ; attempt++ {
+	b := backoff.Backoff{Policy: stopInitPolicy}
+	for {
 		// Only the epoch bump: a foreign write is reported by the next
 		// alignment, and a stop of thousands of partitions must not read
 		// every partition's log end.
@@ -280,10 +262,10 @@ func (r *runner) stop(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if attempt >= 4 {
+		if b.Attempt() >= stopInitRetries {
 			return err
 		}
-		if !r.wait(ctx, 100*time.Millisecond<<attempt) {
+		if !r.wait(ctx, b.Next(r.m.e.jitter)) {
 			return ctx.Err()
 		}
 	}

@@ -102,6 +102,7 @@ func (r *runner) rebuilt(rec store.RebuildRecord) {
 	// destination aborted: forget them, or the next alignment would
 	// restore them and fail again.
 	r.txm = nil
+	r.stats.setTxns(false)
 	if r.rare != nil {
 		r.rare.restoredTxns = nil
 	}
@@ -152,6 +153,15 @@ type rebuildPlan struct {
 
 type offsetRange struct{ from, to int64 }
 
+// topicNotFound says a side's metadata lacks topic, with the error the
+// cluster gave for it, if any.
+func topicNotFound(side, topic string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s topic %s: not found (%w)", side, topic, err)
+	}
+	return fmt.Errorf("%s topic %s: not found", side, topic)
+}
+
 // rebuildPlan asks both clusters everything the rebuild needs: the
 // destination's partitions, the source topic (same id as mirrored) and its
 // configs, and every partition's destination-only range. Any of them not
@@ -164,7 +174,7 @@ func (m *mirror) rebuildPlan(ctx context.Context, topic string, from map[int32]i
 	}
 	dtm, ok := dmeta.topics[topic]
 	if !ok || dtm.err != nil || len(dtm.partitions) == 0 {
-		return plan, fmt.Errorf("destination topic %s: not found (%v)", topic, dtm.err)
+		return plan, topicNotFound("destination", topic, dtm.err)
 	}
 	plan.parts, plan.dstID = int32(len(dtm.partitions)), dtm.id
 	if plan.srcMeta, err = m.src.metadata(ctx, []string{topic}); err != nil {
@@ -172,7 +182,7 @@ func (m *mirror) rebuildPlan(ctx context.Context, topic string, from map[int32]i
 	}
 	tm, ok := plan.srcMeta.topics[topic]
 	if !ok || tm.err != nil || len(tm.partitions) == 0 {
-		return plan, fmt.Errorf("source topic %s: not found (%v)", topic, tm.err)
+		return plan, topicNotFound("source", topic, tm.err)
 	}
 	if m.recreatedIn(plan.srcMeta, topic) {
 		return plan, recreatedError(topic, m.sourceTopicID(topic), tm.id)

@@ -81,8 +81,10 @@ func TestRebuildPublishesProgress(t *testing.T) {
 				copies = append(copies, pa)
 			case engine.WorkRebuildStep:
 				steps[pa.point] = pa
-			default:
+			case engine.WorkAdoption:
 				t.Errorf("partition %d published %s work during the rebuild: %+v", p, pa.Kind, pa)
+			default:
+				t.Errorf("partition %d published work of no known kind during the rebuild: %+v", p, pa)
 			}
 		}
 		if len(copies) < 2 {

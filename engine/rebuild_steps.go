@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -115,8 +114,7 @@ func (r *runner) continueRecorded(ctx context.Context) error {
 	if !ok || rec.Step.Finished() {
 		return nil
 	}
-	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition,
-		fmt.Sprintf("continuing the rebuild of %s recorded at step %s by %s (quarantine %s)", r.topic, rec.Step, rec.Owner, rec.Quarantine))
+	r.emit(LevelWarn, fmt.Sprintf("continuing the rebuild of %s recorded at step %s by %s (quarantine %s)", r.topic, rec.Step, rec.Owner, rec.Quarantine))
 	rec, err := r.m.continueRebuild(ctx, r.persist, rec, true)
 	if errors.Is(err, errRebuildAbandoned) {
 		return nil // nothing was deleted: alignment says what the topic holds
@@ -379,7 +377,7 @@ func (m *mirror) rebuildRecreate(ctx context.Context, sink *stateSink, rec *stor
 		if err == nil || ctx.Err() != nil || b.Attempt() >= 10 {
 			break
 		}
-		if backoff.Sleep(ctx, b.Next(rand.Float64)) != nil {
+		if backoff.Sleep(ctx, b.Next(m.e.jitter)) != nil {
 			break
 		}
 	}

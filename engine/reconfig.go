@@ -76,12 +76,7 @@ func needsReopen(cur MirrorConfig, curDef store.MirrorDef, cfg MirrorConfig, def
 // applyDefs brings every mirror this instance runs to its recorded
 // definition: an --alter takes effect here without a restart.
 func (c *coordinator) applyDefs(ctx context.Context) {
-	c.e.mu.Lock()
-	ms := make([]*mirror, 0, len(c.e.mirrors))
-	for _, m := range c.e.mirrors {
-		ms = append(ms, m)
-	}
-	c.e.mu.Unlock()
+	ms := c.e.mirrorList()
 	for _, m := range ms {
 		def, ok := c.cat.Mirrors[m.cfg.Name]
 		cur := m.settings().def

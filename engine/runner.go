@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -41,6 +43,9 @@ type runner struct {
 	// outstanding: a want is at the fetcher (kept here, next to the
 	// fields above, where it costs no padding)
 	outstanding bool
+	parking     bool        // the loop is to park the runner (park.go)
+	starting    bool        // the runner holds a start slot (starter)
+	parked      atomic.Bool // no goroutine runs the runner: the next wake starts one
 	writer      batch.Writer
 
 	inflight []inflight // issued batches, oldest first
@@ -55,6 +60,9 @@ type runner struct {
 	ackMarkAt time.Duration // ...at this time (sinceBase): a lower bound of what was acked before the next check was read
 	srcHWM    int64         // source high watermark from the last fetch answer, -1 before the first
 	rare      *runnerRare   // nil until needed
+
+	ctx  context.Context // the runner's, for the goroutine a wake starts (park.go)
+	done *sync.WaitGroup // the topic's runners still running, until this one exits
 }
 
 // runnerRare is what few runners need, kept apart so that thousands of
@@ -120,14 +128,22 @@ func (r *runner) postWant(ctx context.Context, offset int64) {
 }
 
 // post asks the partition's fetcher for records from offset, lastEpoch
-// being the source epoch of the batch before it.
+// being the source epoch of the batch before it, for MIRRORING: while the
+// source has nothing new there the fetcher keeps the want in its fetch
+// session rather than answer it.
 func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
+	r.postAs(ctx, offset, lastEpoch, r.attempt > 0)
+}
+
+// postAs is post; mustAnswer asks for an answer even when it is empty.
+func (r *runner) postAs(ctx context.Context, offset int64, lastEpoch int32, mustAnswer bool) {
 	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
 	w := want{
 		topicID: r.src.topicID, partition: r.partition,
 		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: lastEpoch,
 		maxBytes: r.maxBytes, gen: r.gen, to: r,
-		behind: offset < r.srcHWM || r.srcHWM < 0,
+		behind:     offset < r.srcHWM || r.srcHWM < 0,
+		mustAnswer: mustAnswer,
 	}
 	select {
 	case f.wants <- w:
@@ -186,11 +202,12 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 		return r.interruptible(ctx, r.takeFetch)
 	}
 	if len(r.inflight) == 0 {
-		// Idle: one channel to wait on, so the runtime keeps one
-		// waiter for the partition, not one per case; the end of ctx
-		// wakes it too (topicCancel).
-		<-r.in.wake
-		return nil // the next call looks into the inbox
+		// Idle: the runner parks (the end of ctx wakes it too, see
+		// topicCancel), and its next goroutine looks into the inbox.
+		// An idle partition keeps no in-flight array.
+		r.inflight = nil
+		r.parking = true
+		return errParked
 	}
 	select {
 	case <-ctx.Done():
@@ -234,7 +251,7 @@ func (r *runner) checkEnd() error {
 		// observed before the last alignment: says nothing now
 	case o.end > r.pos:
 		// pos only grows, so the end read earlier is beyond it then too.
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: r.pos, Actual: o.end, Cause: ErrForeignWrite}
+		return r.mismatch(r.pos, o.end, ErrForeignWrite)
 	case markAt >= r.alignedAt && markAt < at && o.end < mark:
 		// The destination lost acknowledged records: the topic was
 		// deleted and recreated (a rebuild) or truncated. Align again.
@@ -287,13 +304,14 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 		return nil
 	})
 	if err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at fetch offset %d: %v", ErrBadSourceBatch, res.offset, err)}
+		return r.failuref("%w at fetch offset %d: %w", ErrBadSourceBatch, res.offset, err)
 	}
 	next, nextEpoch := res.offset, r.lastEpoch
 	if n := len(items); n > 0 {
 		next = max(next, items[n-1].h.NextOffset())
 		nextEpoch = items[n-1].h.LeaderEpoch
 		r.stats.setSourceNewest(items[n-1].h.MaxTimestamp)
+		r.sizeFetches(len(res.records), next < res.hwm)
 	} else if partialAt >= 0 {
 		// One batch is larger than we asked for: ask for more next time.
 		r.maxBytes = min(r.maxBytes*2, 64<<20)
@@ -315,13 +333,33 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 	return nil
 }
 
+// maxGrownFetchBytes caps how far sizeFetches grows a partition's fetches.
+const maxGrownFetchBytes = 8 << 20
+
+// sizeFetches sizes the partition's next fetches after an answer of n
+// bytes. A partition has one fetch at a time, so it moves at most a fetch
+// per round trip to the source: one still behind after an answer that
+// filled half its size asks for twice as much next time (up to
+// maxGrownFetchBytes), so across a WAN the fetches grow towards the
+// bandwidth-delay product; once caught up it goes back to the configured
+// size.
+func (r *runner) sizeFetches(n int, behind bool) {
+	base := r.m.cfg.PartitionFetchBytes
+	switch {
+	case behind && n >= int(r.maxBytes)/2:
+		r.maxBytes = max(r.maxBytes, min(r.maxBytes*2, maxGrownFetchBytes))
+	case !behind && r.maxBytes > base && n < int(base):
+		r.maxBytes = base
+	}
+}
+
 // fetchFailed handles a fetch error: leader changes and connection loss are
 // retried with backoff after fresh metadata; an out-of-range offset sends the
 // partition back to alignment.
 func (r *runner) fetchFailed(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, kerr.OffsetOutOfRange):
-		return fmt.Errorf("%w: %v", errRealign, err)
+		return fmt.Errorf("%w: %w", errRealign, err)
 	case retriable(err):
 		r.attempt++
 		if r.attempt > maxRealigns {
@@ -338,7 +376,7 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 		r.postWant(ctx, r.fetchPos())
 		return nil
 	}
-	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: err}
+	return r.failure(err)
 }
 
 // appendBatch checks one source batch against the destination position,
@@ -349,10 +387,10 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetc
 	case h.NextOffset() <= r.pos:
 		return nil // already on the destination (the fetch began inside it)
 	case h.BaseOffset < r.pos:
-		return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: h.BaseOffset, Actual: r.pos, Cause: ErrDiverged}
+		return r.mismatch(h.BaseOffset, r.pos, ErrDiverged)
 	}
 	if err := batch.VerifyCRC(b); err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
+		return r.failuref("%w: %w", ErrBadSourceBatch, err)
 	}
 	if h.BaseOffset > r.pos {
 		if err := r.fillGap(ctx, h.BaseOffset, h.BaseTimestamp); err != nil {
@@ -437,10 +475,10 @@ func (r *runner) oldestDone() <-chan struct{} {
 	if len(r.inflight) == 0 {
 		return nil
 	}
-	if r.inflight[0].pending == nil {
+	if r.inflight[0].call == nil {
 		return closedChan
 	}
-	return r.inflight[0].pending.Done()
+	return r.inflight[0].call.Done()
 }
 
 // closedChan is always ready.

@@ -146,7 +146,7 @@ func TestStateLeadershipMoves(t *testing.T) {
 	before := waitPersisted(t, adm, "state", 3, partition.Mirroring, "one")
 
 	stop := make(chan struct{})
-	wg := produceInBackground(t, cl, "state", 3, stop)
+	wg := enginetest.ProduceInBackground(t, cl, 3, 50, stop, "state")
 	e.waitProgress("state", 3, 100)
 	moveStateLeaders(t, e.dst)
 	e.waitProgress("state", 3, 100)

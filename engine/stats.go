@@ -3,6 +3,7 @@ package engine
 import (
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/kmirror/kmirror/engine/partition"
 )
@@ -24,6 +25,9 @@ type partStats struct {
 	// its own appends; end.end is -1 once the runner took it. The
 	// watcher wakes the runner after leaving one.
 	end observedEnd
+
+	// txns: the runner keeps mirrored transactional producers.
+	txns bool
 
 	// checkpointed is the last mirrored offset the runner last put in a
 	// partition record, -2 when a record must be written again (a
@@ -64,8 +68,11 @@ func (s *partStats) snapshot() PartitionSnapshot {
 }
 
 // setStatus publishes the state machine's status.
-// setTopicIDs publishes the topic ids alignment found on both sides.
+// setTopicIDs publishes the topic ids alignment found on both sides. Every
+// partition of a topic names the same ids: they are kept once (unique),
+// not once per partition.
 func (s *partStats) setTopicIDs(src, dst string) {
+	src, dst = unique.Make(src).Value(), unique.Make(dst).Value()
 	s.mu.Lock()
 	s.ps.SourceTopicID, s.ps.DestTopicID = src, dst
 	s.mu.Unlock()
@@ -303,14 +310,38 @@ type observedEnd struct {
 
 // observeEnd leaves a destination log end read by the watcher for the
 // runner. Outside MIRRORING it is also the published end: nobody else
-// refreshes it there.
-func (s *partStats) observeEnd(o observedEnd) {
+// refreshes it there. It reports whether the runner must look at it: not
+// a MIRRORING partition whose log ends where its own acknowledged appends
+// do (nothing foreign, nothing lost) and which keeps no mirrored
+// transactional producers (the check also releases the idle ones), so
+// thousands of idle partitions are not woken every check.
+func (s *partStats) observeEnd(o observedEnd) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.ps.State != partition.Mirroring {
 		s.ps.DestLogEnd = o.end
+	} else if o.end == s.ps.DestLogEnd && !s.txns {
+		return false
 	}
 	s.end = o
+	return true
+}
+
+// setTxns publishes whether the runner keeps mirrored transactional
+// producers.
+func (s *partStats) setTxns(keeps bool) {
+	s.mu.Lock()
+	s.txns = keeps
 	s.mu.Unlock()
+}
+
+// needsSourceEnds reports whether the source's log end of the partition
+// must be listed for its lag: it is not MIRRORING without trouble, where
+// every fetch answer (the fetch session's too) brings the high watermark.
+func (s *partStats) needsSourceEnds() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ps.State != partition.Mirroring || s.ps.Error != ""
 }
 
 // endWaiting reports whether a destination log end waits for takeEnd.

@@ -34,7 +34,7 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 	}
 	m := txn.New(txn.Config{
 		Mirror: r.m.cfg.Name, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
-		Client: r.m.e.dst.cl, TxnTimeout: timeout, Now: r.m.e.now, Logger: r.m.e.log,
+		Client: r.m.e.dst.cl, TxnTimeout: timeout, Now: r.m.e.now, Jitter: r.m.e.jitter, Logger: r.m.e.log,
 	})
 	// Restoring, like every transaction request below, bumps or ends a
 	// mapped producer: not for an instance the group may have replaced.
@@ -47,6 +47,7 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 		}
 	}
 	r.txm = m
+	r.stats.setTxns(true)
 	if r.rare != nil {
 		r.rare.restoredTxns = nil
 	}
@@ -74,8 +75,7 @@ func (r *runner) forgetOwnAborts(ctx context.Context, m *txn.Mapper, err error) 
 		if h.BaseOffset == ab.MarkerOffset && h.IsControl() && h.ProducerID == ab.SourcePID {
 			if commit, cerr := txn.ParseControl(b); cerr == nil && !commit {
 				m.Forget(ab.SourcePID)
-				r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
-					fmt.Sprintf("mirrored abort at offset %d was already on the destination before the restart", ab.MarkerOffset))
+				r.emit(LevelInfo, fmt.Sprintf("mirrored abort at offset %d was already on the destination before the restart", ab.MarkerOffset))
 				continue
 			}
 		}
@@ -90,6 +90,7 @@ func flatten(err error) []error {
 		var out []error
 		for _, e := range j.Unwrap() {
 			if _, isJoin := e.(interface{ Unwrap() []error }); isJoin {
+				//nolint:errorlint // e itself, not its chain: an abort by the coordinator is a join kept whole
 				if _, isAborted := e.(*txn.AbortedByCoordinatorError); !isAborted {
 					out = append(out, flatten(e)...)
 					continue
@@ -144,7 +145,7 @@ func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) er
 	}
 	commit, err := txn.ParseControl(b)
 	if err != nil {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: control batch at %d: %v", ErrBadSourceBatch, h.BaseOffset, err)}
+		return r.failuref("%w: control batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
 	}
 	m, err := r.mapper(ctx)
 	if err != nil {
@@ -194,15 +195,15 @@ func (r *runner) txnError(err error) error {
 		}
 		return ta
 	case errors.Is(err, txn.ErrMarkerMisplaced):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrForeignWrite, err)}
+		return r.failuref("%w: %w", ErrForeignWrite, err)
 	case errors.Is(err, txn.ErrLoneMarker), errors.Is(err, txn.ErrUnsupported):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrUnsupported, err)}
+		return r.failuref("%w: %w", ErrUnsupported, err)
 	case errors.Is(err, txn.ErrBadControl):
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: %v", ErrBadSourceBatch, err)}
+		return r.failuref("%w: %w", ErrBadSourceBatch, err)
 	case errors.Is(err, errRealign):
 		return err
 	}
-	return fmt.Errorf("%w: %v", errRealign, err)
+	return fmt.Errorf("%w: %w", errRealign, err)
 }
 
 // abortOpen aborts every open mirrored transaction and waits for the
@@ -251,7 +252,7 @@ func (r *runner) abortOpen(ctx context.Context) error {
 		return fmt.Errorf("abort open mirrored transactions: %w", err)
 	}
 	if n > 0 {
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("aborted %d open mirrored transactions", n))
+		r.emit(LevelWarn, fmt.Sprintf("aborted %d open mirrored transactions", n))
 	}
 	r.persistTxnsIfChanged(ctx)
 	return nil
@@ -271,7 +272,7 @@ func (r *runner) warnPausedTxns(ctx context.Context) {
 	if at.IsZero() {
 		when = fmt.Sprintf("once the destination's transaction.max.timeout.ms has passed since each began (the coordinator did not say when: %v)", err)
 	}
-	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf(
+	r.emit(LevelWarn, fmt.Sprintf(
 		"paused with %d open mirrored transactions: they will be aborted by the destination %s unless resumed and ended by the source before then; after that the partition fails and needs --recover --rebuild",
 		n, when))
 }
@@ -284,7 +285,7 @@ var gapKey = []byte("__kmirror_gap")
 // destination position up to to, which the source no longer holds.
 func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
 	if !r.m.cfg.GapFill {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)}
+		return r.failuref("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)
 	}
 	for r.pos < to {
 		n := min(to-r.pos, fillerRecords)
@@ -310,17 +311,17 @@ func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
 // the only batches kmirror ever recompresses; they are counted as fillers.
 func (r *runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
 	if !r.m.cfg.GapFill {
-		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)}
+		return nil, r.failuref("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)
 	}
 	raw, err := kgo.DefaultDecompressor().Decompress(b[batch.HeaderSize:], kgo.CompressionCodecType(h.Codec()))
 	if err != nil {
-		return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: decompress batch at %d: %v", ErrBadSourceBatch, h.BaseOffset, err)}
+		return nil, r.failuref("%w: decompress batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
 	}
 	byDelta := make(map[int32]kmsg.Record, h.RecordCount)
 	for i := int32(0); i < h.RecordCount; i++ {
 		var rec kmsg.Record
 		if err := rec.ReadFrom(raw); err != nil {
-			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w: record %d of batch at %d: %v", ErrBadSourceBatch, i, h.BaseOffset, err)}
+			return nil, r.failuref("%w: record %d of batch at %d: %w", ErrBadSourceBatch, i, h.BaseOffset, err)
 		}
 		raw = raw[len(rec.AppendTo(nil)):]
 		byDelta[rec.OffsetDelta] = rec

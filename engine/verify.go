@@ -61,8 +61,7 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 	from := dstStart
 	if a.offset >= 0 {
 		if dstEnd < a.offset+1 {
-			return a, &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: a.offset + 1, Actual: dstEnd,
-				Cause: fmt.Errorf("%w: its log ends at %d, below the %d offsets already mirrored (an unclean leader election on the destination, or the topic deleted and recreated)", ErrDestinationLost, dstEnd, a.offset+1)}
+			return a, r.mismatch(a.offset+1, dstEnd, fmt.Errorf("%w: its log ends at %d, below the %d offsets already mirrored (an unclean leader election on the destination, or the topic deleted and recreated)", ErrDestinationLost, dstEnd, a.offset+1))
 		}
 		from = max(a.offset, dstStart)
 	}
@@ -71,8 +70,7 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 	}
 	adopting := a.offset < 0
 	if adopting {
-		r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
-			fmt.Sprintf("the destination partition already holds offsets %d..%d: verifying them against the source before mirroring into it", dstStart, dstEnd-1))
+		r.emit(LevelInfo, fmt.Sprintf("the destination partition already holds offsets %d..%d: verifying them against the source before mirroring into it", dstStart, dstEnd-1))
 	}
 	v := verifier{r: r, a: a, srcStart: srcStart, dstEnd: dstEnd, adopting: adopting, last: a}
 	lastReport := r.m.e.now()
@@ -105,13 +103,11 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 		}
 		if now := r.m.e.now(); adopting && now.Sub(lastReport) >= verifyProgressEvery {
 			lastReport = now
-			r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
-				fmt.Sprintf("verifying the destination: offsets %d..%d of %d..%d identical to the source (%d%%)", from, off-1, from, dstEnd-1, 100*(off-from)/(dstEnd-from)))
+			r.emit(LevelInfo, fmt.Sprintf("verifying the destination: offsets %d..%d of %d..%d identical to the source (%d%%)", from, off-1, from, dstEnd-1, 100*(off-from)/(dstEnd-from)))
 		}
 	}
 	if adopting {
-		r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition,
-			fmt.Sprintf("adopted the destination's offsets %d..%d: %d batches identical to the source", from, dstEnd-1, v.compared))
+		r.emit(LevelInfo, fmt.Sprintf("adopted the destination's offsets %d..%d: %d batches identical to the source", from, dstEnd-1, v.compared))
 	}
 	return v.last, nil
 }
@@ -267,8 +263,9 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 	r.dropFetch()
 	// No LastFetchedEpoch: offset does not follow the last batch
 	// appended, and the epoch of that batch would make a broker check a
-	// divergence at the wrong place (and answer without records).
-	r.post(ctx, offset, -1)
+	// divergence at the wrong place (and answer without records). The
+	// answer is waited for even when the source has nothing there.
+	r.postAs(ctx, offset, -1, true)
 	defer r.dropFetch()
 	for {
 		var res fetchResult
@@ -288,13 +285,13 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 		}
 		bs, partialAt, err := splitFrom(res.records, offset)
 		if err != nil {
-			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Err: fmt.Errorf("%w at %d: %v", ErrBadSourceBatch, offset, err)}
+			return nil, r.failuref("%w at %d: %w", ErrBadSourceBatch, offset, err)
 		}
 		if len(bs) == 0 && partialAt >= 0 && r.maxBytes < maxFetchBytes {
 			// One batch is larger than asked for: ask again for more.
 			r.maxBytes = min(r.maxBytes*2, maxFetchBytes)
 			r.dropFetch()
-			r.post(ctx, offset, -1)
+			r.postAs(ctx, offset, -1, true)
 			continue
 		}
 		return bs, nil
@@ -335,7 +332,7 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 	}
 	start, end, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
 	if err != nil {
-		r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, "stopping: the destination log end is unknown, the recorded last mirrored offset is the last checkpoint's: "+err.Error())
+		r.emit(LevelWarn, "stopping: the destination log end is unknown, the recorded last mirrored offset is the last checkpoint's: "+err.Error())
 		return
 	}
 	r.stats.setDestEnd(end)
@@ -344,7 +341,7 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 		before := off
 		bs, err := r.destBatches(ctx, off)
 		if err != nil || len(bs) == 0 {
-			r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("stopping: could not read the destination above offset %d (%v): the recorded last mirrored offset is %d", ours, err, ours))
+			r.emit(LevelWarn, fmt.Sprintf("stopping: could not read the destination above offset %d (%v): the recorded last mirrored offset is %d", ours, err, ours))
 			break
 		}
 		for _, d := range bs {
@@ -353,7 +350,7 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 			}
 			mine := d.h.ProducerID > 0 && (d.h.ProducerID == r.writer.ProducerID || d.h.ProducerID == earlierWriter)
 			if !d.h.IsTransactional() && !mine {
-				r.m.e.emit(LevelError, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("stopping: the destination holds records kmirror did not write after offset %d (first at offset %d, producer id %d); the recorded last mirrored offset is %d",
+				r.emit(LevelError, fmt.Sprintf("stopping: the destination holds records kmirror did not write after offset %d (first at offset %d, producer id %d); the recorded last mirrored offset is %d",
 					ours, d.h.BaseOffset, d.h.ProducerID, ours))
 				off = end
 				break
@@ -366,6 +363,6 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 	}
 	if ours > last {
 		r.stats.verified(ours, -1, ours)
-		r.m.e.emit(LevelInfo, r.m.cfg.Name, r.topic, r.partition, fmt.Sprintf("stopping: last mirrored offset %d read from the destination (checkpoint %d)", ours, last))
+		r.emit(LevelInfo, fmt.Sprintf("stopping: last mirrored offset %d read from the destination (checkpoint %d)", ours, last))
 	}
 }

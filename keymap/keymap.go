@@ -190,6 +190,7 @@ func (s Scope) String() string {
 		return "drill panel"
 	case ScopeAll:
 		return "all"
+	case scopeLists: // a set like any other: its members, below
 	}
 	out := ""
 	for _, one := range append(Screens, ScopeDrill) {

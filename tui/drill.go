@@ -8,7 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
-	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/engine/drill/step"
 	"github.com/kmirror/kmirror/keymap"
 	"github.com/kmirror/kmirror/views"
 )
@@ -19,7 +19,7 @@ import (
 // as long as the step's waits, so they are only called from a command
 // goroutine.
 type DrillDriver interface {
-	Status() drill.Status
+	Status() step.Status
 	Next(ctx context.Context, note string) error
 	Confirm(ctx context.Context, note string) error
 }
@@ -41,7 +41,7 @@ type drillTickMsg struct{}
 // drillPanel is the side panel's state; the drill itself is the driver's.
 type drillPanelState struct {
 	drv     DrillDriver
-	status  drill.Status
+	status  step.Status
 	prompt  views.Prompt
 	editing bool
 	note    string
@@ -277,9 +277,9 @@ func (m *Model) onDrill(msg tea.Msg) tea.Cmd {
 			p.msg, p.msgErr = "drill complete", false
 		case msg.err == nil:
 			p.msg, p.msgErr = "step passed", false
-		case errors.Is(msg.err, drill.ErrBusy):
+		case errors.Is(msg.err, step.ErrBusy):
 			p.msg, p.msgErr = "a step is running: wait for it", false
-		case errors.Is(msg.err, drill.ErrNeedsConfirm):
+		case errors.Is(msg.err, step.ErrNeedsConfirm):
 			p.msg, p.msgErr = "this step is yours: do what it says, then tick it", false
 		default:
 			p.msg, p.msgErr = msg.err.Error(), true

@@ -3,10 +3,7 @@ package tui
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,9 +14,10 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/engine/drill/drilltest"
 	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/props"
 )
 
 // stepWait bounds a drill step against in-process clusters: alignment,
@@ -37,70 +35,8 @@ const stepWait = 90 * time.Second
 func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	ctx := t.Context()
 	src, dst := enginetest.Pair(t)
-	src.CreateTopic(t, "orders", 3, nil)
-	src.CreateTopic(t, "payments", 2, nil)
-	prodA := src.Client(t, enginetest.ProducerOpts("zstd", true)...)
-	enginetest.Produce(t, prodA, "orders", 3, 50, "before")
-	enginetest.Produce(t, prodA, "payments", 2, 20, "before")
-	billing := kadm.Offsets{}
-	for p, at := range []int64{30, 40, 50} {
-		billing.AddOffset("orders", int32(p), at, -1)
-	}
-	if _, err := src.Admin(t).CommitOffsets(ctx, "billing", billing); err != nil {
-		t.Fatal(err)
-	}
-
-	adm, err := engine.NewAdmin(ctx, dst.Addrs(), nil, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	cfg := props.FromMap(map[string]string{
-		props.KeyBootstrapServers: strings.Join(src.Addrs(), ","),
-		props.KeyMetadataRefresh:  "200",
-	})
-	if _, err := adm.CreateMirror(ctx, "a-to-b", cfg, false); err != nil {
-		t.Fatal(err)
-	}
-	sel, err := engine.ParseTopics("orders,payments")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(ctx, engine.Config{Destination: dst.Addrs(), Instance: "drill-console",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Close)
-	if err := eng.Join(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The group's offsets reach B before the drill starts, so the switch
-	// has a synced position to resume from.
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		for _, m := range eng.Snapshot().Mirrors {
-			for _, g := range m.Groups {
-				if g.Group == "billing" && len(g.Partitions) == 3 && !g.LastSync.IsZero() {
-					return true, ""
-				}
-			}
-		}
-		return false, fmt.Sprintf("billing not synced: %+v", eng.Snapshot().Mirrors)
-	})
-
-	target, err := drill.RealTarget(drill.RealConfig{Bootstrap: dst.Addrs(), Poll: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "drill")
-	d, err := drill.New(drill.Config{Target: target, Engine: eng, Mirror: "a-to-b", ReportPath: path, StepTimeout: stepWait})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	rd := drilltest.NewReal(t, src, dst, "drill-console", stepWait)
+	eng, d, path, prodA := rd.Engine, rd.Drill, rd.ReportPath, rd.Producer
 
 	f := newFrames()
 	m := newModel(ctx, eng, Options{Drill: d, Tick: MinTick})
@@ -130,7 +66,7 @@ func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	if err := eng.Control(ctx, engine.Command{Kind: engine.CmdPause, Mirror: "a-to-b", Topics: []string{"payments"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitStates(t, eng, "payments", partition.Paused)
+	states.Wait(t, stepWait, eng, states.Select{Topic: "payments"}, partition.Paused)
 	enginetest.Produce(t, prodA, "payments", 2, 10, "unmirrored")
 	fl.keys("x")
 	at = step(at, "the outage confirmed", "✓ 3 Outage", "A still answers", "DR DRILL  step 4/8")
@@ -141,7 +77,7 @@ func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	at = step(at, "the typed confirmation", "Type a-to-b and press enter")
 	fl.tm.Type("a-to-b")
 	fl.keys("enter")
-	waitStates(t, eng, "", partition.Stopped)
+	states.Wait(t, stepWait, eng, states.Select{}, partition.Stopped)
 	fl.keys("n")
 	at = step(at, "failover passed", "✓ 4 Failover", "[ ] Point your producers", "x done: tick step 5")
 
@@ -233,24 +169,4 @@ func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	if err != nil || !strings.Contains(string(md), "| RPO (records) | 20 offsets on A") || !strings.Contains(string(md), "[x] Take A away") {
 		t.Errorf("Markdown report (%v):\n%s", err, md)
 	}
-}
-
-// waitStates waits until every partition of topic ("" for all) of the
-// engine's mirrors is in st.
-func waitStates(t *testing.T, eng *engine.Engine, topic string, st partition.State) {
-	t.Helper()
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		var got []string
-		ok := true
-		for _, m := range eng.Snapshot().Mirrors {
-			for _, p := range m.Partitions {
-				if topic != "" && p.Topic != topic {
-					continue
-				}
-				got = append(got, fmt.Sprintf("%s/%d %s", p.Topic, p.Partition, p.State))
-				ok = ok && p.State == st
-			}
-		}
-		return ok && len(got) > 0, strings.Join(got, ", ")
-	})
 }

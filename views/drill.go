@@ -6,14 +6,14 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/engine/drill/step"
 )
 
 // DrillPanel is what the drill side panel shows besides the drill's own
 // status: the operator's note being typed or kept for the next step, and
 // the last message.
 type DrillPanel struct {
-	Status     drill.Status
+	Status     step.Status
 	Note       string // kept for the next step
 	Editing    bool   // the note prompt is open
 	Prompt     *Prompt
@@ -28,15 +28,15 @@ type DrillPanel struct {
 
 // drillMarker is the step's mark; the word beside a failed step keeps the
 // meaning without colour.
-func drillMarker(st drill.State) string {
+func drillMarker(st step.State) string {
 	switch st {
-	case drill.Passed:
+	case step.Passed:
 		return "✓"
-	case drill.Failed:
+	case step.Failed:
 		return "✗"
-	case drill.Running:
+	case step.Running:
 		return "…"
-	case drill.Pending:
+	case step.Pending:
 		return " "
 	}
 	return "?"
@@ -57,16 +57,16 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	out = append(out, s.Title.Render(head))
 	for i, r := range st.Steps {
 		line := fmt.Sprintf("%s %d %s", drillMarker(r.State), i+1, r.Title)
-		if r.State == drill.Failed {
+		if r.State == step.Failed {
 			line += " — failed"
 		}
 		line = ansi.Truncate(line, inner, "…")
 		switch {
-		case r.State == drill.Failed:
+		case r.State == step.Failed:
 			out = append(out, s.Err.Render(line))
 		case i == st.Current:
 			out = append(out, s.Accent.Render(line))
-		case r.State == drill.Passed:
+		case r.State == step.Passed:
 			out = append(out, s.OK.Render(line))
 		default:
 			out = append(out, s.Subtle.Render(line))
@@ -127,11 +127,11 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 
 	// The output of the step in focus fills what is left, newest last.
 	show := focus
-	if !st.Running && st.Steps[focus].State == drill.Pending && focus > 0 {
+	if !st.Running && st.Steps[focus].State == step.Pending && focus > 0 {
 		show = focus - 1
 	}
 	var lines []string
-	if r := st.Steps[show]; r.State != drill.Pending {
+	if r := st.Steps[show]; r.State != step.Pending {
 		lines = append(lines, s.Label.Render(ansi.Truncate(fmt.Sprintf("%d %s: %s", show+1, r.Title, r.Result), inner, "…")))
 		for _, l := range r.Lines {
 			lines = append(lines, wrapStyled(s.Text.Render, l, inner)...)
@@ -178,7 +178,7 @@ func drillNext(s *Skin, p DrillPanel, focus int) string {
 			"  " + s.HelpKey.Render(p.NoteKey) + " " + s.Text.Render("note")
 	}
 	verb := "run"
-	if st.Steps[focus].State == drill.Failed {
+	if st.Steps[focus].State == step.Failed {
 		verb = "retry"
 	}
 	return s.HelpKey.Render(p.NextKey) + " " + s.Text.Render(fmt.Sprintf("%s step %d", verb, focus+1)) +
@@ -204,7 +204,7 @@ func RenderDrillStrip(s *Skin, p DrillPanel, width int) string {
 		what = p.Prompt.View(s, "note: ", width/3)
 	case p.Message != "" && p.MsgErr:
 		what = s.StatusError.Render(p.Message)
-	case st.Steps[focus].State == drill.Failed:
+	case st.Steps[focus].State == step.Failed:
 		what = s.Err.Render(st.Steps[focus].Title + " failed")
 	}
 	tail := "  " + s.HelpKey.Render(p.PanelKey) + " " + s.Subtle.Render("panel")
@@ -219,7 +219,7 @@ const costLabelWidth = 17
 // RenderDrillCost explains each number the drill measured: the number, and
 // one sentence on what it means for the business and what would shrink it.
 // The result is width cells wide; the caller draws the box.
-func RenderDrillCost(s *Skin, st drill.Status, closeKey string, width int) string {
+func RenderDrillCost(s *Skin, st step.Status, closeKey string, width int) string {
 	out := []string{s.Title.Render("What the failover cost") + s.Subtle.Render("   (esc or "+closeKey+" closes)")}
 	if len(st.Cost) == 0 {
 		out = append(out, wrapStyled(s.Subtle.Render, "Nothing measured yet: the numbers come with the outage, the verify step and the failback rehearsal.", width)...)

@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/logging"
+	"github.com/kmirror/kmirror/internal/linkproxy"
 )
 
 // Exit codes, as for every kmirror mode.
@@ -56,6 +58,18 @@ type options struct {
 	fetchMaxWait        time.Duration // 0: the engine's default
 	partitionFetchBytes int32         // 0: the engine's default
 
+	// The link model (linkproxy): the WAN phases fetch from the source
+	// through an added round trip (and bandwidth cap), the replicated
+	// destination phase appends through a Produce answer delay with one
+	// request at a time per connection. A zero rtt (with no bandwidth)
+	// or produceLatency leaves its phases out.
+	rtt            time.Duration
+	bandwidth      int64 // bytes per second each way, 0: no cap
+	produceLatency time.Duration
+
+	measure    map[string]bool // which measures run: measureCopy, measureLag, measureScale
+	onlyPhases []string        // the copy phases to run (--phases), nil: all the options call for
+
 	scale        []int         // partition counts for the idle heap and stop measures
 	scaleTopic   int           // partitions per topic at scale
 	lagDuration  time.Duration // measured part of the lag run
@@ -68,19 +82,28 @@ type options struct {
 	log          *slog.Logger // the engines' log (nil: none)
 }
 
+// The measures a run can be limited to (--measure).
+const (
+	measureCopy  = "copy"
+	measureLag   = "lag"
+	measureScale = "scale"
+)
+
 func defaultOptions() options {
 	return options{
-		size: 1e9, partitions: 8, codec: "zstd", repeats: 3, brokers: 3, recordSize: 1024,
-		scale: []int{1000, 10_000}, scaleTopic: 100,
+		measure: map[string]bool{measureCopy: true, measureLag: true, measureScale: true},
+		size:    1e9, partitions: 8, codec: "zstd", repeats: 3, brokers: 3, recordSize: 1024,
+		scale: []int{1000, 10_000, 100_000}, scaleTopic: 100,
+		rtt: 50 * time.Millisecond, produceLatency: 2 * time.Millisecond,
 		lagDuration: 15 * time.Second, lagWarmup: 3 * time.Second, settle: 3 * time.Second,
 		phaseTimeout: 10 * time.Minute, scaleTimeout: 10 * time.Minute,
 	}
 }
 
 // applyQuick sets what --quick implies: a data set small enough, one repeat and the
-// 1k-partition scale only, to finish in under three minutes on two cores.
+// 1k- and 10k-partition scale only, to finish in about two minutes on two cores.
 func (o *options) applyQuick() {
-	o.size, o.repeats, o.scale = 200e6, 1, []int{1000}
+	o.size, o.repeats, o.scale = 200e6, 1, []int{1000, 10_000}
 	o.lagDuration, o.lagWarmup, o.settle = 6*time.Second, 2*time.Second, 2*time.Second
 }
 
@@ -92,8 +115,13 @@ every phase moves and every MB/s counts.
 Measures kmirror's engine against a raw fetch (the reading ceiling), a minimal
 raw batch copy (the reference) and a decompress-and-recompress mirror (the
 MirrorMaker-like baseline), on two in-memory clusters run as child processes.
-Also measures the replication lag added at half the engine's rate, the time to
-stop 1,000 partitions, and the heap per idle mirrored partition.
+The engine and the naive mirror also copy from a source behind an added round
+trip (--rtt, a WAN link), and the engine to a destination that answers each
+Produce late and one request per connection at a time (--produce-latency, a
+replicating broker); loopback proxies model both. Also measures the
+replication lag added at half and a tenth of the engine's rate (and the
+reference copy's at a tenth), and idle mirrored partitions by the thousand:
+start, idle CPU, heap per partition, stop.
 `
 
 // parseArgs turns the command line into options.
@@ -114,7 +142,12 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	fs.DurationVar(&o.fetchMaxWait, "fetch-max-wait", 0, "engine fetch long-poll time (0: engine default)")
 	fetchBytes := fs.String("partition-fetch-bytes", "0", "engine bytes per partition per fetch (0: engine default)")
 	scaleTopic := fs.Int("scale-topic-partitions", o.scaleTopic, "partitions per topic in the 1k/10k-partition measures")
-	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000; 1000 with --quick)")
+	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000,100000; 1000,10000 with --quick)")
+	fs.DurationVar(&o.rtt, "rtt", o.rtt, "round trip added to the source in the WAN phases (0: no such phases unless --bandwidth)")
+	bandwidth := fs.String("bandwidth", "0", "bandwidth cap of the source link in the WAN phases, bytes per second each way (e.g. 100MB; 0: none)")
+	phases := fs.String("phases", "", "copy phases to run, comma-separated (default: all; raw_fetch, reference, naive, engine, naive_rtt, engine_rtt, engine_produce_latency)")
+	measure := fs.String("measure", "copy,lag,scale", "which measures run, comma-separated: copy (the copy phases), lag (needs copy), scale (idle partitions)")
+	fs.DurationVar(&o.produceLatency, "produce-latency", o.produceLatency, "delay of each destination Produce answer, one request per connection at a time, in the replicated-destination phase (0: no such phase)")
 	o.logFlags.Register(fs, "warn", "text")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -159,6 +192,39 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 			return o, fmt.Errorf("--partition-fetch-bytes: invalid size %q", *fetchBytes)
 		}
 		o.partitionFetchBytes = int32(n)
+	}
+	o.measure = map[string]bool{}
+	for m := range strings.SplitSeq(*measure, ",") {
+		m = strings.TrimSpace(m)
+		if m != measureCopy && m != measureLag && m != measureScale {
+			return o, fmt.Errorf("--measure: unknown measure %q (want copy, lag, scale)", m)
+		}
+		o.measure[m] = true
+	}
+	if *phases != "" {
+		for ph := range strings.SplitSeq(*phases, ",") {
+			ph = strings.TrimSpace(ph)
+			if !slices.Contains(phaseNames, ph) {
+				return o, fmt.Errorf("--phases: unknown phase %q", ph)
+			}
+			o.onlyPhases = append(o.onlyPhases, ph)
+		}
+		if o.measure[measureLag] && !slices.Contains(o.onlyPhases, phaseEngine) {
+			return o, fmt.Errorf("--phases without engine: the lag measure needs the engine's rate (add --measure copy,scale)")
+		}
+	}
+	if o.measure[measureLag] && !o.measure[measureCopy] {
+		return o, fmt.Errorf("--measure lag needs copy: the load is a fraction of the engine's copy rate")
+	}
+	if *bandwidth != "0" {
+		n, err := parseSize(*bandwidth)
+		if err != nil {
+			return o, fmt.Errorf("--bandwidth: %w", err)
+		}
+		o.bandwidth = n
+	}
+	if o.rtt < 0 || o.produceLatency < 0 {
+		return o, fmt.Errorf("--rtt and --produce-latency must not be negative, got %s and %s", o.rtt, o.produceLatency)
 	}
 	if o.fetchMaxWait < 0 {
 		return o, fmt.Errorf("--fetch-max-wait must not be negative, got %s", o.fetchMaxWait)
@@ -292,7 +358,14 @@ type bench struct {
 	src, dst     *clusterProc
 	srcCl, dstCl *kgo.Client
 	data         dataset
+
+	// Bootstrap addresses behind the link proxies: the source across a
+	// WAN, the destination replicating; nil when not modelled.
+	srcWAN, dstReplicated []string
 }
+
+// wan reports whether the run has WAN phases.
+func (o options) wan() bool { return o.rtt > 0 || o.bandwidth > 0 }
 
 // startClusters starts the source and destination clusters and their
 // clients, first closing any it started before.
@@ -304,6 +377,16 @@ func (b *bench) startClusters(ctx context.Context) error {
 	}
 	if b.dst, err = startCluster(ctx, "kmirror-bench-destination", b.opts.brokers, b.opts.progress); err != nil {
 		return err
+	}
+	if b.opts.wan() {
+		if b.srcWAN, err = b.src.link(ctx, linkproxy.Options{RTT: b.opts.rtt, Bandwidth: b.opts.bandwidth}); err != nil {
+			return err
+		}
+	}
+	if b.opts.produceLatency > 0 {
+		if b.dstReplicated, err = b.dst.link(ctx, linkproxy.Options{ProduceLatency: b.opts.produceLatency}); err != nil {
+			return err
+		}
 	}
 	if b.srcCl, err = newClient(b.src.addrs); err != nil {
 		return err
@@ -324,7 +407,7 @@ func (b *bench) closeClusters() {
 			p.close()
 		}
 	}
-	b.src, b.dst, b.srcCl, b.dstCl = nil, nil, nil, nil
+	b.src, b.dst, b.srcCl, b.dstCl, b.srcWAN, b.dstReplicated = nil, nil, nil, nil, nil, nil
 }
 
 func (b *bench) progress(format string, args ...any) {
@@ -348,8 +431,13 @@ func runBench(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	var err error
+	if !o.measure[measureCopy] {
+		b.data.topic = "bench-data"
+		rep := b.newReport(nil)
+		return b.finishReport(ctx, rep, began, load)
+	}
 	b.progress("producing %s of %s-compressed %d-byte records to %d partitions", humanBytes(o.size), o.codec, o.recordSize, o.partitions)
-	if b.data, err = produceDataset(ctx, b.srcCl, b.src.addrs, "bench-data", o.partitions, b.codec, o.size, o.recordSize); err != nil {
+	if b.data, err = produceDataset(ctx, b.srcCl, "bench-data", o.partitions, b.codec, o.size, o.recordSize); err != nil {
 		return nil, err
 	}
 	if b.data.wireBytes, b.data.batches, err = readAll(ctx, b.srcCl, b.data, nil); err != nil {
@@ -362,8 +450,9 @@ func runBench(ctx context.Context, o options) (*report, error) {
 	for r := range o.repeats {
 		// Interleave: each repeat starts with the next phase, so drift
 		// (heap growth, broker state) does not always hit the same one.
-		for i := range phaseNames {
-			name := phaseNames[(i+r)%len(phaseNames)]
+		names := o.phases()
+		for i := range names {
+			name := names[(i+r)%len(names)]
 			s, err := b.runPhase(ctx, name, r+1)
 			if err != nil {
 				return nil, fmt.Errorf("phase %s, repeat %d: %w", name, r+1, err)
@@ -375,34 +464,50 @@ func runBench(ctx context.Context, o options) (*report, error) {
 	}
 	rep := b.newReport(samples)
 
-	// The goal is stated at half the engine's rate; a light load next to
-	// it tells the engine's own latency from a saturated machine's.
+	// The engine's lag at half its rate and at a tenth, and the
+	// reference copy's at the same tenth: the goal compares the two at
+	// a tenth, where neither saturates the machine; half shows what a
+	// busy machine does to it.
 	// Each runs on fresh clusters: the copy phases leave gigabytes of
 	// deleted topics in the in-memory brokers' heaps, and the garbage
 	// collection that frees them (measured: 3.8 GB → 0.4 GB) stalls
 	// every broker of the machine for tens of milliseconds, a pause no
 	// real broker has and no mirror can hide.
-	var lags [2]lagResult
-	for i, frac := range []float64{0.5, 0.1} {
+	lagRuns := []struct {
+		copier string
+		frac   float64
+	}{{lagEngine, 0.5}, {lagEngine, 0.1}, {lagReference, 0.1}}
+	if !o.measure[measureLag] {
+		lagRuns = nil
+	}
+	lags := make([]lagResult, 3)
+	for i, lr := range lagRuns {
 		if err := b.startClusters(ctx); err != nil {
 			return nil, fmt.Errorf("fresh clusters for the lag measure: %w", err)
 		}
-		target := rep.Phases[phaseEngine].MBPerS * 1e6 * frac
-		b.progress("lag: paced load at %.1f MB/s (%.0f%% of the engine's rate) for %s", target/1e6, frac*100, o.lagDuration)
-		if lags[i], err = b.measureLag(ctx, fmt.Sprintf("lag%d", i), target); err != nil {
-			return nil, fmt.Errorf("lag at %.0f%% load: %w", frac*100, err)
+		target := rep.Phases[phaseEngine].MBPerS * 1e6 * lr.frac
+		b.progress("lag: %s, paced load at %.1f MB/s (%.0f%% of the engine's rate) for %s", lr.copier, target/1e6, lr.frac*100, o.lagDuration)
+		if lags[i], err = b.measureLag(ctx, fmt.Sprintf("lag%d", i), lr.copier, target); err != nil {
+			return nil, fmt.Errorf("%s lag at %.0f%% load: %w", lr.copier, lr.frac*100, err)
 		}
 		l := lags[i]
-		b.progress("lag: %.1f MB/s achieved: added p50 %.2f ms, p99 %.2f ms; source reader p99 %.2f ms",
-			l.AchievedMBPerS, l.P50AddedMs, l.P99AddedMs, l.SourceP99Ms)
+		b.progress("lag: %s: %.1f MB/s achieved: added p50 %.2f ms, p99 %.2f ms; source reader p99 %.2f ms",
+			lr.copier, l.AchievedMBPerS, l.P50AddedMs, l.P99AddedMs, l.SourceP99Ms)
 	}
-	rep.setLag(lags[0], lags[1])
+	rep.setLag(lags[0], lags[1], lags[2])
+	return b.finishReport(ctx, rep, began, load)
+}
 
-	pts, err := b.measureScale(ctx, o.scale, min(o.scaleTopic, slicesMin(o.scale)))
-	if err != nil {
-		return nil, fmt.Errorf("scale: %w", err)
+// finishReport measures the idle partitions (if asked) and completes rep.
+func (b *bench) finishReport(ctx context.Context, rep *report, began time.Time, load string) (*report, error) {
+	o := b.opts
+	if o.measure[measureScale] {
+		pts, err := b.measureScale(ctx, o.scale, min(o.scaleTopic, slicesMin(o.scale)))
+		if err != nil {
+			return nil, fmt.Errorf("scale: %w", err)
+		}
+		rep.setScale(pts)
 	}
-	rep.setScale(pts)
 	rep.ElapsedS = time.Since(began).Seconds()
 	rep.Config.LoadAvgStart, rep.Config.LoadAvgEnd = load, loadAvg()
 	rep.setGoals()
@@ -423,12 +528,18 @@ func slicesMin(xs []int) int {
 // sample is one measured phase run.
 type sample struct {
 	elapsed        time.Duration
+	startup        time.Duration // of elapsed, until the first batch was appended; 0 when not measured
 	cpu            time.Duration // this process
 	alloc          uint64        // bytes allocated by this process
 	srcCPU, dstCPU time.Duration // the broker processes
 }
 
 func (s sample) mbPerS(wire int64) float64 { return float64(wire) / s.elapsed.Seconds() / 1e6 }
+
+// copyMBPerS is the rate once copying began: after the start-up.
+func (s sample) copyMBPerS(wire int64) float64 {
+	return float64(wire) / (s.elapsed - s.startup).Seconds() / 1e6
+}
 func (s sample) cpuPerGB(wire int64) float64 {
 	return s.cpu.Seconds() / (float64(wire) / 1e9)
 }
@@ -447,6 +558,9 @@ func (b *bench) runPhase(ctx context.Context, name string, repeat int) (sample, 
 		return sample{}, err
 	}
 	s, err := b.measure(ctx, name, repeat, r.work)
+	if r.startup != nil {
+		s.startup = r.startup()
+	}
 	if ferr := r.finish(context.WithoutCancel(ctx)); err == nil {
 		err = ferr
 	}

@@ -58,7 +58,7 @@ func TestTinyBenchJSON(t *testing.T) {
 	}
 	o := defaultOptions()
 	o.size, o.partitions, o.repeats, o.json = 4e6, 2, 1, true
-	o.scale, o.scaleTopic = []int{40}, 20
+	o.scale, o.scaleTopic = []int{20, 40}, 20
 	o.lagDuration, o.lagWarmup, o.settle = 2*time.Second, 500*time.Millisecond, 500*time.Millisecond
 	o.phaseTimeout, o.scaleTimeout = 2*time.Minute, 2*time.Minute
 	o.profileDir = t.TempDir()
@@ -86,6 +86,9 @@ func TestTinyBenchJSON(t *testing.T) {
 		"failover_1000_partitions_s", "failover_partitions", "heap_bytes_per_partition", "elapsed_s",
 		"data.records", "data.wire_bytes", "data.batches", "data.compression_ratio",
 		"lag.samples", "lag.achieved_mb_per_s", "lag.target_mb_per_s",
+		"throughput_ratio_rtt50", "naive_throughput_ratio_rtt50", "throughput_ratio_produce_latency",
+		"lag_p99_ratio_vs_reference", "lag_reference.samples", "lag_light.samples",
+		"scale_max_partitions", "start_100k_s", "stop_100k_s", "heap_bytes_per_partition_100k",
 	}
 	for _, ph := range phaseNames {
 		for _, k := range []string{"mb_per_s", "cpu_s_per_gb", "alloc_bytes_per_wire_byte"} {
@@ -109,9 +112,13 @@ func TestTinyBenchJSON(t *testing.T) {
 	if v, _ := lookup(rep, "lag.missing"); v != 0.0 {
 		t.Errorf("lag.missing = %v: acknowledged batches never reached the destination", v)
 	}
+	if v, _ := lookup(rep, "lag_reference.missing"); v != 0.0 {
+		t.Errorf("lag_reference.missing = %v: acknowledged batches never reached the destination", v)
+	}
+	// The copy (4), link (2), lag (1) and idle-partition (6) goals.
 	goals, _ := rep["goals"].([]any)
-	if len(goals) != 7 {
-		t.Errorf("goals = %v, want 7 entries", rep["goals"])
+	if len(goals) != 13 {
+		t.Errorf("goals = %v, want 13 entries", rep["goals"])
 	}
 	for _, f := range []string{"engine.cpu.pprof", "engine.heap0.pprof", "engine.heap1.pprof", "stop-40.cpu.pprof", "idle-40.heap.pprof", "idle-40.cpu.pprof"} {
 		if st, err := os.Stat(o.profileDir + "/" + f); err != nil || st.Size() == 0 {
@@ -164,6 +171,11 @@ func TestUsageErrors(t *testing.T) {
 		{"--scale", "150"},
 		{"--scale", "0"},
 		{"--scale", "1000,x"},
+		{"--rtt", "-1s"},
+		{"--produce-latency", "soon"},
+		{"--bandwidth", "fast"},
+		{"--measure", "lag"},
+		{"--measure", "copy,everything"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Main(context.Background(), args, &stdout, &stderr)
@@ -188,7 +200,7 @@ func TestParseArgsQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.size != 200e6 || o.repeats != 1 || len(o.scale) != 1 || o.scale[0] != 1000 || !o.json {
+	if o.size != 200e6 || o.repeats != 1 || !slices.Equal(o.scale, []int{1000, 10_000}) || !o.json {
 		t.Errorf("--quick: size %d repeats %d scale %v json %v", o.size, o.repeats, o.scale, o.json)
 	}
 	o, err = parseArgs([]string{"--quick", "--size", "50MB", "--repeats", "2"}, io.Discard)
@@ -209,7 +221,8 @@ func TestParseArgsQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.size != 1e9 || o.repeats != 3 || o.partitions != 8 || o.codec != "zstd" || len(o.scale) != 2 {
+	if o.size != 1e9 || o.repeats != 3 || o.partitions != 8 || o.codec != "zstd" || !slices.Equal(o.scale, []int{1000, 10_000, 100_000}) ||
+		o.rtt != 50*time.Millisecond || o.produceLatency != 2*time.Millisecond || len(o.phases()) != 7 {
 		t.Errorf("defaults: %+v", o)
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kmirror/kmirror/internal/linkproxy"
 )
 
 // ClusterEnv, when set in the environment, makes the kmirror binary run as
@@ -26,11 +29,15 @@ const ClusterEnv = "KMIRROR_BENCH_CLUSTER"
 
 // The child's line protocol. The first line on stdout announces the
 // listeners; afterwards each "cpu" line on stdin is answered by one
-// "cpu <seconds>" line. EOF on stdin (the parent closed it or died) or a
-// signal ends the child.
+// "cpu <seconds>" line, and each "link <rtt> <bandwidth> <produce latency>"
+// line (durations and bytes per second) starts link proxies in front of the
+// brokers and is answered by "link <addresses>". The proxies run in the
+// child, so their CPU time is the cluster's, not the engine's. EOF on stdin
+// (the parent closed it or died) or a signal ends the child.
 const (
 	lineAddrs = "addrs"
 	lineCPU   = "cpu"
+	lineLink  = "link"
 	lineErr   = "error"
 )
 
@@ -60,6 +67,12 @@ func clusterMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return exitFail
 	}
 	defer c.Close()
+	var links []*linkproxy.Link
+	defer func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}()
 	out := bufio.NewWriter(stdout)
 	fmt.Fprintf(out, "%s %s\n", lineAddrs, strings.Join(c.ListenAddrs(), ","))
 	if err := out.Flush(); err != nil {
@@ -88,13 +101,22 @@ func clusterMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			if !ok {
 				return exitOK
 			}
-			switch l {
+			cmd, args, _ := strings.Cut(l, " ")
+			switch cmd {
 			case lineCPU:
 				d, err := processCPU()
 				if err != nil {
 					fmt.Fprintf(out, "%s %v\n", lineErr, err)
 				} else {
 					fmt.Fprintf(out, "%s %.6f\n", lineCPU, d.Seconds())
+				}
+			case lineLink:
+				lk, err := startLink(c.ListenAddrs(), args)
+				if err != nil {
+					fmt.Fprintf(out, "%s %v\n", lineErr, err)
+				} else {
+					links = append(links, lk)
+					fmt.Fprintf(out, "%s %s\n", lineLink, strings.Join(lk.Addrs(), ","))
 				}
 			case "":
 				continue
@@ -106,6 +128,21 @@ func clusterMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			}
 		}
 	}
+}
+
+// startLink starts the link proxies a "link" line asks for.
+func startLink(brokers []string, args string) (*linkproxy.Link, error) {
+	f := strings.Fields(args)
+	if len(f) != 3 {
+		return nil, fmt.Errorf("link wants <rtt> <bandwidth> <produce latency>, got %q", args)
+	}
+	rtt, err1 := time.ParseDuration(f[0])
+	bw, err2 := strconv.ParseInt(f[1], 10, 64)
+	pl, err3 := time.ParseDuration(f[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, fmt.Errorf("link %q: %w", args, err)
+	}
+	return linkproxy.Start(brokers, linkproxy.Options{RTT: rtt, Bandwidth: bw, ProduceLatency: pl})
 }
 
 // clusterProc is a running cluster child as the bench sees it.
@@ -184,6 +221,25 @@ func (p *clusterProc) readLine(ctx context.Context, timeout time.Duration) (stri
 		}
 		return l, nil
 	}
+}
+
+// link asks the child for link proxies in front of its brokers and returns
+// their addresses, what clients of the linked cluster bootstrap from.
+func (p *clusterProc) link(ctx context.Context, o linkproxy.Options) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := fmt.Fprintf(p.stdin, "%s %s %d %s\n", lineLink, o.RTT, o.Bandwidth, o.ProduceLatency); err != nil {
+		return nil, fmt.Errorf("ask cluster %s for a link: %w", p.id, err)
+	}
+	l, err := p.readLine(ctx, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("ask cluster %s for a link: %w", p.id, err)
+	}
+	v, ok := strings.CutPrefix(l, lineLink+" ")
+	if !ok || v == "" {
+		return nil, fmt.Errorf("cluster %s link: unexpected answer %q", p.id, l)
+	}
+	return strings.Split(v, ","), nil
 }
 
 // cpu asks the child for the CPU time it has used so far.

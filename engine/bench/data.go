@@ -75,68 +75,58 @@ func recordValues(size int, seed uint64) [][]byte {
 	return out
 }
 
-// produceDataset writes records to a new topic with a franz-go producer
-// that lingers, so batches are large like a busy production topic's, until
-// about size bytes of compressed batches are on the source: the data set is
-// sized by what a mirror moves, not by what the records weigh unpacked.
-func produceDataset(ctx context.Context, cl *kgo.Client, addrs []string, topic string, partitions int32, codec kgo.CompressionCodec, size int64, recordSize int) (dataset, error) {
+// datasetBatchBytes is the size of the data set's batches before
+// compression.
+const datasetBatchBytes = 1 << 20
+
+// produceDataset writes records to a new topic in full batches of about
+// datasetBatchBytes before compression, like a busy production topic's,
+// until about size bytes of compressed batches are on the source: the data
+// set is sized by what a mirror moves, not by what the records weigh
+// unpacked. The batches are built here, not by a lingering producer, so
+// their size does not depend on how fast the machine ran the load: it sets
+// what any client can append per Produce round trip (one batch per
+// partition per request).
+func produceDataset(ctx context.Context, cl *kgo.Client, topic string, partitions int32, codec kgo.CompressionCodec, size int64, recordSize int) (dataset, error) {
 	l, err := createTopic(ctx, cl, topic, partitions, nil)
 	if err != nil {
 		return dataset{}, err
 	}
-	written := &batchBytes{}
-	prod, err := newClient(addrs,
-		kgo.ProducerBatchCompression(codec),
-		kgo.ProducerLinger(50*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1<<20),
-		kgo.MaxBufferedRecords(20_000),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.WithHooks(written),
+	values := recordValues(recordSize, 1)
+	perBatch := max(1, datasetBatchBytes/(recordSize+len("user-000000")))
+	var (
+		written atomic.Int64 // compressed bytes appended
+		records atomic.Int64
+		bytes   atomic.Int64 // key and value bytes
 	)
+	start := time.Now()
+	err = forEachPartition(ctx, partitions, func(ctx context.Context, p int32) error {
+		recs := make([]batch.Record, perBatch)
+		// Every partition gets at least one batch.
+		for n := int64(p) * int64(perBatch); ; n += int64(partitions) * int64(perBatch) {
+			var raw int64
+			for i := range recs {
+				recs[i] = batch.Record{Key: fmt.Appendf(nil, "user-%06d", (n+int64(i))%100_003), Value: values[(n+int64(i))%valuePool]}
+				raw += int64(len(recs[i].Key) + len(recs[i].Value))
+			}
+			b, err := batch.Build(codec, time.Now().UnixMilli(), anonymousWriter, recs)
+			if err != nil {
+				return err
+			}
+			if _, err := rawProduce(ctx, cl, l, p, b); err != nil {
+				return fmt.Errorf("produce data set: %w", err)
+			}
+			records.Add(int64(perBatch))
+			bytes.Add(raw)
+			if written.Add(int64(len(b))) >= size {
+				return nil
+			}
+		}
+	})
 	if err != nil {
 		return dataset{}, err
 	}
-	defer prod.Close()
-	values := recordValues(recordSize, 1)
-	var (
-		firstErr atomic.Pointer[error]
-		wg       sync.WaitGroup
-		bytes    int64
-		n        int64
-	)
-	start := time.Now()
-	// Records still buffered are not counted yet, so the data set ends up
-	// slightly larger than size; every partition gets at least one record.
-	for ; written.n.Load() < size || n < int64(partitions); n++ {
-		if firstErr.Load() != nil || ctx.Err() != nil {
-			break
-		}
-		r := &kgo.Record{
-			Topic:     topic,
-			Partition: int32(n % int64(partitions)),
-			Key:       fmt.Appendf(nil, "user-%06d", n%100_003),
-			Value:     values[n%valuePool],
-		}
-		bytes += int64(len(r.Key) + len(r.Value))
-		wg.Add(1)
-		prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			defer wg.Done()
-			if err != nil {
-				firstErr.CompareAndSwap(nil, &err)
-			}
-		})
-	}
-	if err := prod.Flush(ctx); err != nil {
-		return dataset{}, fmt.Errorf("produce data set to %s: %w", topic, err)
-	}
-	wg.Wait()
-	if e := firstErr.Load(); e != nil {
-		return dataset{}, fmt.Errorf("produce data set to %s: %w", topic, *e)
-	}
-	if err := ctx.Err(); err != nil {
-		return dataset{}, err
-	}
-	d := dataset{layout: l, partitions: partitions, records: n, recordBytes: bytes, produceTime: time.Since(start)}
+	d := dataset{layout: l, partitions: partitions, records: records.Load(), recordBytes: bytes.Load(), produceTime: time.Since(start)}
 	if d.ends, err = endOffsets(ctx, cl, topic, partitions); err != nil {
 		return dataset{}, err
 	}
@@ -144,17 +134,10 @@ func produceDataset(ctx context.Context, cl *kgo.Client, addrs []string, topic s
 	for _, e := range d.ends {
 		total += e
 	}
-	if total != n {
-		return dataset{}, fmt.Errorf("data set %s holds %d records, produced %d", topic, total, n)
+	if total != d.records {
+		return dataset{}, fmt.Errorf("data set %s holds %d records, produced %d", topic, total, d.records)
 	}
 	return d, nil
-}
-
-// batchBytes counts the compressed bytes of the batches a producer wrote.
-type batchBytes struct{ n atomic.Int64 }
-
-func (h *batchBytes) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
-	h.n.Add(int64(m.CompressedBytes))
 }
 
 // readAll reads every batch of the data set with raw fetches, many

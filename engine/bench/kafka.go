@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/internal/backoff"
+	"github.com/kmirror/kmirror/engine/wire"
 )
 
 // codecs are the compression codecs the bench can produce with, by name.
@@ -210,28 +211,13 @@ func rawFetch(ctx context.Context, cl *kgo.Client, broker int32, l layout, parts
 // rawProduce appends one v2 batch (already rewritten for a client Produce)
 // to partition p of l's topic and returns the base offset it landed at.
 func rawProduce(ctx context.Context, cl *kgo.Client, l layout, p int32, b []byte) (int64, error) {
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = 30_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = l.topic
-	rt.TopicID = l.id
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = p
-	rp.Records = b
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := cl.Broker(int(l.leaders[p])).Request(ctx, req)
+	resp, err := cl.Broker(int(l.leaders[p])).Request(ctx, wire.ProduceRequest(l.topic, l.id, p, b, 30*time.Second, nil))
 	if err != nil {
 		return 0, fmt.Errorf("produce to %s/%d: %w", l.topic, p, err)
 	}
-	pr := resp.(*kmsg.ProduceResponse)
-	if len(pr.Topics) != 1 || len(pr.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("produce to %s/%d: malformed response", l.topic, p)
-	}
-	rpp := pr.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(rpp.ErrorCode); err != nil {
+	base, err := wire.ProduceAnswer(resp)
+	if err != nil {
 		return 0, fmt.Errorf("produce to %s/%d: %w", l.topic, p, err)
 	}
-	return rpp.BaseOffset, nil
+	return base, nil
 }

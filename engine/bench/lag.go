@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,11 +62,19 @@ type sent struct {
 	bytes int
 }
 
+// The copies whose lag is measured.
+const (
+	lagEngine    = "engine"
+	lagReference = "reference"
+)
+
 // measureLag mirrors a fresh topic while a paced producer writes to it at
 // rate wire bytes per second, and measures for each batch the time from
 // the source's acknowledgement to the moment a reader of the destination
-// gets it. Each batch carries its send time as its timestamp.
-func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagResult, error) {
+// gets it. Each batch carries its send time as its timestamp. copier is
+// lagEngine or lagReference (the bench's minimal raw batch copy, following
+// the topic from its start).
+func (b *bench) measureLag(ctx context.Context, name, copier string, rate float64) (lagResult, error) {
 	topic := b.data.topic + "-" + name
 	parts := b.data.partitions
 	sl, err := createTopic(ctx, b.srcCl, topic, parts, nil)
@@ -75,28 +85,22 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 		_ = deleteTopics(context.WithoutCancel(ctx), b.srcCl, topic)
 		_ = deleteTopics(context.WithoutCancel(ctx), b.dstCl, topic)
 	}()
-	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench-lag", Logger: b.opts.log})
-	if err != nil {
-		return lagResult{}, fmt.Errorf("start engine: %w", err)
-	}
-	defer eng.Close()
-	err = eng.StartMirror(ctx, b.mirrorConfig(name, topic))
-	if err != nil {
-		return lagResult{}, err
-	}
-	err = pollSnapshot(ctx, eng, 10*time.Millisecond, b.opts.phaseTimeout, func(ps []engine.PartitionSnapshot) (bool, error) {
-		n := 0
-		for _, p := range ps {
-			if p.State == partition.Mirroring {
-				n++
-			}
+	var (
+		eng     *engine.Engine
+		dl      layout
+		stopRef = func() error { return nil }
+	)
+	if copier == lagEngine {
+		if eng, dl, err = b.startLagEngine(ctx, name, topic); eng != nil {
+			defer eng.Close()
 		}
-		return n == int(parts), nil
-	})
-	if err != nil {
-		return lagResult{}, fmt.Errorf("lag mirror start: %w", err)
+	} else {
+		var stop func() error
+		if dl, stop, err = b.startLagReference(ctx, topic, sl); stop != nil {
+			stopRef = sync.OnceValue(stop)
+			defer stopRef()
+		}
 	}
-	dl, err := topicLayout(ctx, b.dstCl, topic)
 	if err != nil {
 		return lagResult{}, err
 	}
@@ -133,7 +137,7 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 	go func() { probed <- b.probeDestination(probeCtx, topic+"-probe", until) }()
 	latencyAtStart := make(chan engine.MirrorLatency, 1)
 	go func() {
-		if backoff.Sleep(probeCtx, time.Until(measureFrom)) == nil {
+		if backoff.Sleep(probeCtx, time.Until(measureFrom)) == nil && eng != nil {
 			latencyAtStart <- mirrorLatency(eng, name)
 		}
 		close(latencyAtStart)
@@ -147,7 +151,10 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 	if err != nil {
 		return lagResult{}, fmt.Errorf("paced producer: %w", err)
 	}
-	latencyAtEnd := mirrorLatency(eng, name)
+	var latencyAtEnd engine.MirrorLatency
+	if eng != nil {
+		latencyAtEnd = mirrorLatency(eng, name)
+	}
 	probe := <-probed
 	if probe.err != nil {
 		return lagResult{}, probe.err
@@ -171,6 +178,9 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 		if err != nil {
 			return lagResult{}, err
 		}
+	}
+	if err := stopRef(); err != nil {
+		return lagResult{}, fmt.Errorf("reference copy: %w", err)
 	}
 	res := lagResult{TargetMBPerS: rate / 1e6, BatchRecords: n, BatchInterval: float64(interval) / float64(time.Millisecond)}
 	var added, srcRead, srcProduce []float64
@@ -213,6 +223,73 @@ func (b *bench) measureLag(ctx context.Context, name string, rate float64) (lagR
 		return res, fmt.Errorf("lag: %w", werr)
 	}
 	return res, nil
+}
+
+// startLagEngine starts an engine mirroring topic and waits until every
+// partition is MIRRORING; it returns the engine (to close, even with an
+// error) and the destination topic's layout.
+func (b *bench) startLagEngine(ctx context.Context, name, topic string) (*engine.Engine, layout, error) {
+	parts := b.data.partitions
+	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench-lag", Logger: b.opts.log})
+	if err != nil {
+		return nil, layout{}, fmt.Errorf("start engine: %w", err)
+	}
+	if err := eng.StartMirror(ctx, b.mirrorConfig(name, b.src.addrs, topic)); err != nil {
+		return eng, layout{}, err
+	}
+	err = pollSnapshot(ctx, eng, 10*time.Millisecond, b.opts.phaseTimeout, func(ps []engine.PartitionSnapshot) (bool, error) {
+		n := 0
+		for _, p := range ps {
+			if p.State == partition.Mirroring {
+				n++
+			}
+		}
+		return n == int(parts), nil
+	})
+	if err != nil {
+		return eng, layout{}, fmt.Errorf("lag mirror start: %w", err)
+	}
+	dl, err := topicLayout(ctx, b.dstCl, topic)
+	return eng, dl, err
+}
+
+// startLagReference starts the reference copy loop following every
+// partition of topic (layout sl) from its start, into a destination topic
+// it creates; stop ends it and returns how it failed, if it did.
+func (b *bench) startLagReference(ctx context.Context, topic string, sl layout) (layout, func() error, error) {
+	dl, err := createTopic(ctx, b.dstCl, topic, b.data.partitions, mirrorTopicConfigs)
+	if err != nil {
+		return layout{}, nil, err
+	}
+	src, err := newClient(b.src.addrs)
+	if err != nil {
+		return layout{}, nil, err
+	}
+	dst, err := newClient(b.dst.addrs)
+	if err != nil {
+		src.Close()
+		return layout{}, nil, err
+	}
+	copyCtx, cancel := context.WithCancel(ctx)
+	var (
+		wg      sync.WaitGroup
+		copyErr error
+	)
+	wg.Go(func() {
+		copyErr = forEachPartition(copyCtx, b.data.partitions, func(ctx context.Context, p int32) error {
+			return referenceCopy(ctx, src, dst, sl, dl, p, math.MaxInt64)
+		})
+	})
+	return dl, func() error {
+		cancel()
+		wg.Wait()
+		src.Close()
+		dst.Close()
+		if errors.Is(copyErr, context.Canceled) {
+			return nil
+		}
+		return copyErr
+	}, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

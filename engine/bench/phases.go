@@ -22,9 +22,30 @@ const (
 	phaseReference = "reference"
 	phaseNaive     = "naive"
 	phaseEngine    = "engine"
+	// The same copies across the link model: from a source behind an
+	// added round trip, and to a replicating destination.
+	phaseNaiveRTT             = "naive_rtt"
+	phaseEngineRTT            = "engine_rtt"
+	phaseEngineProduceLatency = "engine_produce_latency"
 )
 
-var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine}
+// phaseNames are every phase a run may have, in report order.
+var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine, phaseNaiveRTT, phaseEngineRTT, phaseEngineProduceLatency}
+
+// phases are the copy phases of a run with these options.
+func (o options) phases() []string {
+	out := []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine}
+	if o.wan() {
+		out = append(out, phaseNaiveRTT, phaseEngineRTT)
+	}
+	if o.produceLatency > 0 {
+		out = append(out, phaseEngineProduceLatency)
+	}
+	if o.onlyPhases != nil {
+		out = slices.DeleteFunc(out, func(ph string) bool { return !slices.Contains(o.onlyPhases, ph) })
+	}
+	return out
+}
 
 // run is one prepared phase run. work is the measured part; finish
 // verifies the result and frees what prepare set up, outside the
@@ -32,20 +53,31 @@ var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine
 type run struct {
 	work   func(context.Context) error
 	finish func(context.Context) error
+	// startup, when set, is how long the measured work took to append
+	// its first batch (the engine's start: connections, metadata,
+	// alignment, fencing), read after work.
+	startup func() time.Duration
 }
 
 // prepare sets up one run of a phase: its clients and a fresh destination
 // topic, so setup costs stay out of the measured window.
 func (b *bench) prepare(ctx context.Context, name string, repeat int) (run, error) {
+	src, dst := b.src.addrs, b.dst.addrs
+	switch name {
+	case phaseNaiveRTT, phaseEngineRTT:
+		src = b.srcWAN
+	case phaseEngineProduceLatency:
+		dst = b.dstReplicated
+	}
 	switch name {
 	case phaseRawFetch:
 		return b.prepareRawFetch(ctx)
 	case phaseReference:
 		return b.prepareReference(ctx, repeat)
-	case phaseNaive:
-		return b.prepareNaive(ctx, repeat)
-	case phaseEngine:
-		return b.prepareEngine(ctx, repeat)
+	case phaseNaive, phaseNaiveRTT:
+		return b.prepareNaive(ctx, name, repeat, src, dst)
+	case phaseEngine, phaseEngineRTT, phaseEngineProduceLatency:
+		return b.prepareEngine(ctx, name, repeat, src, dst)
 	}
 	return run{}, fmt.Errorf("unknown phase %q", name)
 }
@@ -233,9 +265,9 @@ func (b *bench) verifyCopy(ctx context.Context, topic string) error {
 // prepareNaive is phase (c), the baseline kmirror replaces: a franz-go
 // consumer decompresses every record and a franz-go producer recompresses
 // it into new batches, like MirrorMaker 2. Partition numbers are kept.
-func (b *bench) prepareNaive(ctx context.Context, repeat int) (run, error) {
-	topic := fmt.Sprintf("%s-naive-%d", b.data.topic, repeat)
-	cons, err := newClient(b.src.addrs,
+func (b *bench) prepareNaive(ctx context.Context, name string, repeat int, srcAddrs, dstAddrs []string) (run, error) {
+	topic := fmt.Sprintf("%s-%s-%d", b.data.topic, name, repeat)
+	cons, err := newClient(srcAddrs,
 		kgo.ConsumeTopics(b.data.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxPartitionBytes(1<<20),
@@ -243,7 +275,7 @@ func (b *bench) prepareNaive(ctx context.Context, repeat int) (run, error) {
 	if err != nil {
 		return run{}, err
 	}
-	prod, err := newClient(b.dst.addrs,
+	prod, err := newClient(dstAddrs,
 		kgo.ProducerBatchCompression(b.codec),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -314,23 +346,28 @@ func naiveCopy(ctx context.Context, cons, prod *kgo.Client, topic string, total 
 // prepareEngine is phase (d): the kmirror engine mirrors the data set to a
 // fresh destination topic of the same name. The run ends when every
 // destination partition ends where its source does.
-func (b *bench) prepareEngine(ctx context.Context, repeat int) (run, error) {
+func (b *bench) prepareEngine(ctx context.Context, name string, repeat int, srcAddrs, dstAddrs []string) (run, error) {
 	if _, err := createTopic(ctx, b.dstCl, b.data.topic, b.data.partitions, mirrorTopicConfigs); err != nil {
 		return run{}, err
 	}
-	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench", Logger: b.opts.log})
+	eng, err := engine.New(ctx, engine.Config{Destination: dstAddrs, Instance: "bench", Logger: b.opts.log})
 	if err != nil {
 		_ = deleteTopics(ctx, b.dstCl, b.data.topic)
 		return run{}, fmt.Errorf("start engine: %w", err)
 	}
+	var startup time.Duration
 	return run{
 		work: func(ctx context.Context) error {
-			err := eng.StartMirror(ctx, b.mirrorConfig(fmt.Sprintf("bench-%d", repeat), b.data.topic))
+			began := time.Now()
+			err := eng.StartMirror(ctx, b.mirrorConfig(fmt.Sprintf("bench-%s-%d", name, repeat), srcAddrs, b.data.topic))
 			if err != nil {
 				return err
 			}
-			return waitMirrored(ctx, eng, b.data.ends, 10*time.Millisecond, b.opts.phaseTimeout)
+			return waitMirrored(ctx, eng, b.data.ends, 10*time.Millisecond, b.opts.phaseTimeout, func() {
+				startup = time.Since(began)
+			})
 		},
+		startup: func() time.Duration { return startup },
 		finish: func(ctx context.Context) error {
 			eng.Close()
 			err := b.verifyCopy(ctx, b.data.topic)
@@ -344,10 +381,10 @@ func (b *bench) prepareEngine(ctx context.Context, repeat int) (run, error) {
 
 // mirrorConfig is the configuration of every mirror the bench starts: the
 // engine's defaults unless a tuning flag overrides them.
-func (b *bench) mirrorConfig(name string, topics ...string) engine.MirrorConfig {
+func (b *bench) mirrorConfig(name string, src []string, topics ...string) engine.MirrorConfig {
 	return engine.MirrorConfig{
 		Name:                name,
-		SourceBootstrap:     b.src.addrs,
+		SourceBootstrap:     src,
 		Topics:              topics,
 		MaxInFlight:         b.opts.maxInFlight,
 		NumFetchers:         b.opts.numFetchers,
@@ -362,11 +399,16 @@ func (b *bench) mirrorConfig(name string, topics ...string) engine.MirrorConfig 
 var errPartitionFailed = errors.New("engine partition failed")
 
 // waitMirrored polls the engine's snapshot until the destination log end of
-// every partition of its one mirror equals ends[partition].
-func waitMirrored(ctx context.Context, eng *engine.Engine, ends []int64, every, timeout time.Duration) error {
+// every partition of its one mirror equals ends[partition]; firstBatch, if
+// not nil, is called at the first poll that finds a batch appended.
+func waitMirrored(ctx context.Context, eng *engine.Engine, ends []int64, every, timeout time.Duration, firstBatch func()) error {
 	return pollSnapshot(ctx, eng, every, timeout, func(ps []engine.PartitionSnapshot) (bool, error) {
 		done := 0
 		for _, p := range ps {
+			if firstBatch != nil && p.BatchesCopied > 0 {
+				firstBatch()
+				firstBatch = nil
+			}
 			if p.State == partition.Failed && !p.Retryable {
 				return false, fmt.Errorf("%w: %s/%d: %s", errPartitionFailed, p.Topic, p.Partition, p.Error)
 			}

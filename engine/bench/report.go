@@ -28,10 +28,33 @@ type report struct {
 	DestBrokerCPUSPerGB        float64 `json:"dest_broker_cpu_s_per_gb"`       // while the engine copies
 	NaiveDestBrokerCPUSPerGB   float64 `json:"naive_dest_broker_cpu_s_per_gb"` // while the naive mirror copies
 
+	// Across the link model: the engine's throughput from a source
+	// behind the added round trip over its throughput without, the same
+	// for the naive mirror, and the engine's to a replicating
+	// destination over its own without. 0 when the phase did not run.
+	//
+	// The engine's ratios compare copy rates (after each run's start-up,
+	// CopyMBPerS); the _with_start ones the whole runs.
+	ThroughputRatioRTT50                   float64 `json:"throughput_ratio_rtt50"`
+	ThroughputRatioRTT50WithStart          float64 `json:"throughput_ratio_rtt50_with_start"`
+	NaiveThroughputRatioRTT50              float64 `json:"naive_throughput_ratio_rtt50"`
+	ThroughputRatioVsNaiveRTT50            float64 `json:"throughput_ratio_vs_naive_rtt50"`
+	ThroughputRatioProduceLatency          float64 `json:"throughput_ratio_produce_latency"`
+	ThroughputRatioProduceLatencyWithStart float64 `json:"throughput_ratio_produce_latency_with_start"`
+	// ProduceLatencyCeilingMBPerS is what any client could append to the
+	// replicating destination: a Produce carries one batch per
+	// partition and a connection has one in the broker at a time, so a
+	// partition gains at most one batch per produce latency.
+	ProduceLatencyCeilingMBPerS float64 `json:"produce_latency_ceiling_mb_per_s"`
+
 	LagP50AddedMs float64   `json:"lag_p50_added_ms"` // at half the engine's rate
 	LagP99AddedMs float64   `json:"lag_p99_added_ms"`
 	Lag           lagResult `json:"lag"`
-	LagLight      lagResult `json:"lag_light"` // the same at a tenth of the engine's rate
+	LagLight      lagResult `json:"lag_light"`     // the same at a tenth of the engine's rate
+	LagReference  lagResult `json:"lag_reference"` // the reference copy loop's at the same tenth
+	// LagP99RatioVsReference is the engine's added lag p99 at a tenth
+	// of its rate over the reference copy's under the same load.
+	LagP99RatioVsReference float64 `json:"lag_p99_ratio_vs_reference"`
 
 	// Failover1000PartitionsS is the stop time at the scale point
 	// closest to 1,000 partitions (FailoverPartitions says which).
@@ -42,6 +65,17 @@ type report struct {
 	HeapBytesPerPartition  float64      `json:"heap_bytes_per_partition"`
 	StackBytesPerPartition float64      `json:"stack_bytes_per_partition"`
 	Scale                  []scalePoint `json:"scale"`
+
+	// The largest count of idle partitions (100,000 in a full run;
+	// ScaleMaxPartitions says which): start, idle CPU, stop, and the
+	// heap and goroutines per partition as slopes from the count below
+	// it.
+	ScaleMaxPartitions         int     `json:"scale_max_partitions"`
+	Start100kS                 float64 `json:"start_100k_s"`
+	IdleCPU100kPct             float64 `json:"idle_cpu_100k_pct"`
+	HeapBytesPerPartition100k  float64 `json:"heap_bytes_per_partition_100k"`
+	GoroutinesPerPartition100k float64 `json:"goroutines_per_partition_100k"`
+	Stop100kS                  float64 `json:"stop_100k_s"`
 
 	Goals    []goal  `json:"goals"`
 	ElapsedS float64 `json:"elapsed_s"`
@@ -57,6 +91,10 @@ type configReport struct {
 	MaxInFlight int    `json:"max_inflight"` // 0: the engine's default
 	NumFetchers int    `json:"num_fetchers"` // 0: the engine's default
 	CPUs        int    `json:"cpus"`
+	// The link model of the WAN and replicated-destination phases.
+	RTTMs            float64 `json:"rtt_ms"`
+	BandwidthBPerS   int64   `json:"bandwidth_bytes_per_s"`
+	ProduceLatencyMs float64 `json:"produce_latency_ms"`
 	// Load averages of the machine when the run began and ended (Linux
 	// only, empty elsewhere): other work on a shared machine shows here.
 	LoadAvgStart string `json:"load_avg_start,omitempty"`
@@ -76,7 +114,11 @@ type dataReport struct {
 // of the source data set (the same for every phase) per second; CPU is
 // per GB of them.
 type phaseReport struct {
-	MBPerS              float64     `json:"mb_per_s"`
+	MBPerS float64 `json:"mb_per_s"`
+	// StartS and CopyMBPerS (engine phases): the time until the first
+	// batch was appended, and the rate after it.
+	StartS              float64     `json:"start_s,omitempty"`
+	CopyMBPerS          float64     `json:"copy_mb_per_s,omitempty"`
 	CPUSPerGB           float64     `json:"cpu_s_per_gb"`
 	AllocPerWireByte    float64     `json:"alloc_bytes_per_wire_byte"`
 	DestBrokerCPUSPerGB float64     `json:"dest_broker_cpu_s_per_gb"`
@@ -86,6 +128,7 @@ type phaseReport struct {
 
 type runReport struct {
 	Seconds             float64 `json:"s"`
+	StartS              float64 `json:"start_s,omitempty"`
 	MBPerS              float64 `json:"mb_per_s"`
 	CPUSPerGB           float64 `json:"cpu_s_per_gb"`
 	AllocPerWireByte    float64 `json:"alloc_bytes_per_wire_byte"`
@@ -125,23 +168,28 @@ func (b *bench) newReport(samples map[string][]sample) *report {
 	o, wire := b.opts, b.data.wireBytes
 	r := &report{
 		Config: configReport{SizeBytes: o.size, Partitions: o.partitions, Codec: o.codec, Repeats: o.repeats, Quick: o.quick,
-			Brokers: o.brokers, MaxInFlight: o.maxInFlight, NumFetchers: o.numFetchers, CPUs: runtime.NumCPU()},
+			Brokers: o.brokers, MaxInFlight: o.maxInFlight, NumFetchers: o.numFetchers, CPUs: runtime.NumCPU(),
+			RTTMs: ms(o.rtt), BandwidthBPerS: o.bandwidth, ProduceLatencyMs: ms(o.produceLatency)},
 		Data: dataReport{Records: b.data.records, RecordBytes: b.data.recordBytes, WireBytes: wire, Batches: b.data.batches,
 			CompressionRatio: ratio(float64(b.data.recordBytes), float64(wire)), ProduceS: b.data.produceTime.Seconds()},
 		Phases: map[string]phaseReport{},
 	}
 	for name, ss := range samples {
 		var pr phaseReport
-		var mbs, cpu, alloc, dcpu, scpu []float64
+		var mbs, cpu, alloc, dcpu, scpu, starts, copies []float64
 		for _, s := range ss {
-			rr := runReport{Seconds: s.elapsed.Seconds(), MBPerS: s.mbPerS(wire), CPUSPerGB: s.cpuPerGB(wire),
+			rr := runReport{Seconds: s.elapsed.Seconds(), StartS: s.startup.Seconds(), MBPerS: s.mbPerS(wire), CPUSPerGB: s.cpuPerGB(wire),
 				AllocPerWireByte: s.allocPerByte(wire), DestBrokerCPUSPerGB: s.dstCPUPerGB(wire), SrcBrokerCPUSPerGB: s.srcCPUPerGB(wire)}
 			pr.Runs = append(pr.Runs, rr)
+			if s.startup > 0 {
+				starts, copies = append(starts, s.startup.Seconds()), append(copies, s.copyMBPerS(wire))
+			}
 			mbs, cpu, alloc = append(mbs, rr.MBPerS), append(cpu, rr.CPUSPerGB), append(alloc, rr.AllocPerWireByte)
 			dcpu, scpu = append(dcpu, rr.DestBrokerCPUSPerGB), append(scpu, rr.SrcBrokerCPUSPerGB)
 		}
 		pr.MBPerS, pr.CPUSPerGB, pr.AllocPerWireByte = median(mbs), median(cpu), median(alloc)
 		pr.DestBrokerCPUSPerGB, pr.SrcBrokerCPUSPerGB = median(dcpu), median(scpu)
+		pr.StartS, pr.CopyMBPerS = median(starts), median(copies)
 		r.Phases[name] = pr
 	}
 	e, ref, naive, raw := r.Phases[phaseEngine], r.Phases[phaseReference], r.Phases[phaseNaive], r.Phases[phaseRawFetch]
@@ -153,12 +201,27 @@ func (b *bench) newReport(samples map[string][]sample) *report {
 	r.BytesAllocPerWireByte = e.AllocPerWireByte
 	r.DestBrokerCPUSPerGB = e.DestBrokerCPUSPerGB
 	r.NaiveDestBrokerCPUSPerGB = naive.DestBrokerCPUSPerGB
+	// The link ratios compare copy rates, after each run's start-up (a
+	// start across a WAN pays its dozen round trips once, whatever the
+	// data); the ratios with the start-up in are reported next to them.
+	rtt, pl := r.Phases[phaseEngineRTT], r.Phases[phaseEngineProduceLatency]
+	r.ThroughputRatioRTT50 = ratio(rtt.CopyMBPerS, e.CopyMBPerS)
+	r.ThroughputRatioRTT50WithStart = ratio(rtt.MBPerS, e.MBPerS)
+	r.NaiveThroughputRatioRTT50 = ratio(r.Phases[phaseNaiveRTT].MBPerS, naive.MBPerS)
+	r.ThroughputRatioVsNaiveRTT50 = ratio(rtt.MBPerS, r.Phases[phaseNaiveRTT].MBPerS)
+	r.ThroughputRatioProduceLatency = ratio(pl.CopyMBPerS, e.CopyMBPerS)
+	r.ThroughputRatioProduceLatencyWithStart = ratio(pl.MBPerS, e.MBPerS)
+	if o.produceLatency > 0 && b.data.batches > 0 {
+		meanBatch := float64(wire) / float64(b.data.batches)
+		r.ProduceLatencyCeilingMBPerS = float64(o.partitions) * meanBatch / o.produceLatency.Seconds() / 1e6
+	}
 	return r
 }
 
-func (r *report) setLag(l, light lagResult) {
-	r.Lag, r.LagLight = l, light
+func (r *report) setLag(l, light, ref lagResult) {
+	r.Lag, r.LagLight, r.LagReference = l, light, ref
 	r.LagP50AddedMs, r.LagP99AddedMs = l.P50AddedMs, l.P99AddedMs
+	r.LagP99RatioVsReference = ratio(light.P99AddedMs, ref.P99AddedMs)
 }
 
 func (r *report) setScale(pts []scalePoint) {
@@ -173,7 +236,18 @@ func (r *report) setScale(pts []scalePoint) {
 		}
 	}
 	r.Failover1000PartitionsS, r.FailoverPartitions = best.StopS, best.Partitions
-	first, last := pts[0], pts[len(pts)-1]
+	last := pts[len(pts)-1]
+	r.ScaleMaxPartitions, r.Start100kS, r.IdleCPU100kPct, r.Stop100kS = last.Partitions, last.StartS, last.IdleCPUPercent, last.StopS
+	if len(pts) > 1 {
+		below := pts[len(pts)-2]
+		n := float64(last.Partitions - below.Partitions)
+		r.HeapBytesPerPartition100k = float64(last.HeapBytes-below.HeapBytes) / n
+		r.GoroutinesPerPartition100k = float64(last.Goroutines-below.Goroutines) / n
+	} else {
+		r.HeapBytesPerPartition100k = last.HeapPerPartition
+		r.GoroutinesPerPartition100k = float64(last.Goroutines) / float64(last.Partitions)
+	}
+	first := pts[0]
 	if last.Partitions > first.Partitions {
 		n := float64(last.Partitions - first.Partitions)
 		r.HeapBytesPerPartition = float64(last.HeapBytes-first.HeapBytes) / n
@@ -191,15 +265,39 @@ func abs(x int) int {
 }
 
 // setGoals checks the figures against the engine's targets.
+// Only what was measured has a goal line (--measure).
 func (r *report) setGoals() {
-	r.Goals = []goal{
-		{"throughput vs reference", ">= 0.9x", r.ThroughputRatioVsReference, r.ThroughputRatioVsReference >= 0.9},
-		{"throughput vs naive", ">= 5x", r.ThroughputRatioVsNaive, r.ThroughputRatioVsNaive >= 5},
-		{"CPU per GB vs naive", "<= 1/15 (0.067)", r.CPUPerGBRatioVsNaive, r.CPUPerGBRatioVsNaive > 0 && r.CPUPerGBRatioVsNaive <= 1.0/15},
-		{"bytes allocated per wire byte", "<= 1.1", r.BytesAllocPerWireByte, r.BytesAllocPerWireByte <= 1.1},
-		{"added lag p99 at 50% load (ms)", "<= 15", r.LagP99AddedMs, r.Lag.Samples > 0 && r.LagP99AddedMs <= 15},
-		{fmt.Sprintf("stop of %d partitions (s)", r.FailoverPartitions), "<= 2", r.Failover1000PartitionsS, r.FailoverPartitions > 0 && r.Failover1000PartitionsS <= 2},
-		{"heap per idle partition (bytes)", "<= 2048", r.HeapBytesPerPartition, len(r.Scale) > 0 && r.HeapBytesPerPartition <= 2048},
+	r.Goals = nil
+	if r.ThroughputRatioVsReference > 0 {
+		r.Goals = append(r.Goals, goal{"throughput vs reference", ">= 0.9x", r.ThroughputRatioVsReference, r.ThroughputRatioVsReference >= 0.9})
+	}
+	if r.ThroughputRatioVsNaive > 0 {
+		r.Goals = append(r.Goals,
+			goal{"throughput vs naive", ">= 5x", r.ThroughputRatioVsNaive, r.ThroughputRatioVsNaive >= 5},
+			goal{"CPU per GB vs naive", "<= 1/15 (0.067)", r.CPUPerGBRatioVsNaive, r.CPUPerGBRatioVsNaive > 0 && r.CPUPerGBRatioVsNaive <= 1.0/15})
+	}
+	if _, ok := r.Phases[phaseEngine]; ok {
+		r.Goals = append(r.Goals, goal{"bytes allocated per wire byte", "<= 1.1", r.BytesAllocPerWireByte, r.BytesAllocPerWireByte <= 1.1})
+	}
+	if r.ThroughputRatioRTT50 > 0 {
+		r.Goals = append(r.Goals, goal{fmt.Sprintf("copy throughput with %.0f ms source RTT / without", r.Config.RTTMs), ">= 0.8", r.ThroughputRatioRTT50, r.ThroughputRatioRTT50 >= 0.8})
+	}
+	if r.ThroughputRatioProduceLatency > 0 {
+		r.Goals = append(r.Goals, goal{fmt.Sprintf("copy throughput with %.0f ms Produce latency / without", r.Config.ProduceLatencyMs), ">= 0.8", r.ThroughputRatioProduceLatency, r.ThroughputRatioProduceLatency >= 0.8})
+	}
+	if r.Lag.TargetMBPerS > 0 {
+		r.Goals = append(r.Goals, goal{"added lag p99 at 10% load / reference's", "<= 2", r.LagP99RatioVsReference,
+			r.LagReference.Samples > 0 && r.LagLight.Samples > 0 && r.LagP99RatioVsReference <= 2})
+	}
+	if n := r.ScaleMaxPartitions; n > 0 {
+		r.Goals = append(r.Goals,
+			goal{fmt.Sprintf("stop of %d partitions (s)", r.FailoverPartitions), "<= 2", r.Failover1000PartitionsS, r.Failover1000PartitionsS <= 2},
+			goal{fmt.Sprintf("start of %d idle partitions (s)", n), "<= 15", r.Start100kS, r.Start100kS <= 15},
+			goal{fmt.Sprintf("idle CPU of %d partitions (%% of a core)", n), "<= 10", r.IdleCPU100kPct, r.IdleCPU100kPct <= 10},
+			goal{fmt.Sprintf("heap per idle partition, slope to %d (bytes)", n), "<= 1024", r.HeapBytesPerPartition100k, len(r.Scale) > 1 && r.HeapBytesPerPartition100k <= 1024},
+			goal{fmt.Sprintf("goroutines per idle partition, slope to %d", n), "<= 0.01 (O(brokers))", r.GoroutinesPerPartition100k, len(r.Scale) > 1 && r.GoroutinesPerPartition100k <= 0.01},
+			goal{fmt.Sprintf("stop of %d partitions (s)", n), "<= 10", r.Stop100kS, r.Stop100kS <= 10},
+		)
 	}
 }
 
@@ -231,15 +329,31 @@ func writeTable(w io.Writer, r *report) error {
 	fmt.Fprintf(&sb, "engine / raw fetch throughput  %.2fx\n", r.ThroughputRatioVsRawFetch)
 	fmt.Fprintf(&sb, "engine / naive CPU per GB      %.3f (1/%.1f)\n", r.CPUPerGBRatioVsNaive, ratio(1, r.CPUPerGBRatioVsNaive))
 	fmt.Fprintf(&sb, "engine / reference CPU per GB  %.2f\n", r.CPUPerGBRatioVsReference)
+	if r.ThroughputRatioRTT50 > 0 {
+		fmt.Fprintf(&sb, "with %.0f ms source RTT / without: engine %.2fx copying (%.2fx with its start-up, %.2f s against %.2f s), naive %.2fx; engine / naive there %.2fx\n",
+			r.Config.RTTMs, r.ThroughputRatioRTT50, r.ThroughputRatioRTT50WithStart, r.Phases[phaseEngineRTT].StartS, r.Phases[phaseEngine].StartS,
+			r.NaiveThroughputRatioRTT50, r.ThroughputRatioVsNaiveRTT50)
+	}
+	if r.ThroughputRatioProduceLatency > 0 {
+		fmt.Fprintf(&sb, "with %.0f ms Produce latency / without: engine %.2fx copying (%.2fx with its start-up; any client's ceiling there: %.0f MB/s, one %.0f KB batch per partition per answer)\n",
+			r.Config.ProduceLatencyMs, r.ThroughputRatioProduceLatency, r.ThroughputRatioProduceLatencyWithStart,
+			r.ProduceLatencyCeilingMBPerS, float64(r.Data.WireBytes)/float64(max(r.Data.Batches, 1))/1e3)
+	}
 	for _, l := range []struct {
-		what string
+		who, what string
 		lagResult
-	}{{"half", r.Lag}, {"a tenth of", r.LagLight}} {
-		fmt.Fprintf(&sb, "\nadded lag at %.1f MB/s (target %.1f, %s the engine's rate): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d batches (%d missing)\n",
-			l.AchievedMBPerS, l.TargetMBPerS, l.what, l.P50AddedMs, l.P99AddedMs, l.MaxAddedMs, l.Samples, l.Missing)
+	}{{"engine", "half", r.Lag}, {"engine", "a tenth of", r.LagLight}, {"reference copy", "a tenth of", r.LagReference}} {
+		if l.TargetMBPerS == 0 {
+			continue // not measured
+		}
+		fmt.Fprintf(&sb, "\n%s: added lag at %.1f MB/s (target %.1f, %s the engine's rate): p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d batches (%d missing)\n",
+			l.who, l.AchievedMBPerS, l.TargetMBPerS, l.what, l.P50AddedMs, l.P99AddedMs, l.MaxAddedMs, l.Samples, l.Missing)
 		fmt.Fprintf(&sb, "  a reader of the source itself sees them after p50 %.2f ms, p99 %.2f ms\n", l.SourceP50Ms, l.SourceP99Ms)
 		fmt.Fprintf(&sb, "  Produce round trips in the same window: source p99 %.2f ms; destination probe p50 %.2f ms, p99 %.2f ms\n",
 			l.SourceProduceP99Ms, l.DestProduceP50Ms, l.DestProduceP99Ms)
+		if l.who != "engine" {
+			continue
+		}
 		fmt.Fprintf(&sb, "  the engine's own histograms: fetch answer to Produce sent p50 %.2f ms, p99 %.2f ms; its Produce round trips p50 %.2f ms, p99 %.2f ms\n",
 			l.EngineP50Ms, l.EngineP99Ms, l.EngineAppendP50Ms, l.EngineAppendP99Ms)
 	}
@@ -254,7 +368,8 @@ func writeTable(w io.Writer, r *report) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(&sb, "heap per idle partition (slope): %.0f B, stacks %.0f B\n", r.HeapBytesPerPartition, r.StackBytesPerPartition)
+		fmt.Fprintf(&sb, "heap per idle partition (slope): %.0f B, stacks %.0f B; to %d: %.0f B heap, %.4f goroutines\n",
+			r.HeapBytesPerPartition, r.StackBytesPerPartition, r.ScaleMaxPartitions, r.HeapBytesPerPartition100k, r.GoroutinesPerPartition100k)
 	}
 	sb.WriteString("\ngoals\n")
 	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)

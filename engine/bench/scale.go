@@ -212,11 +212,19 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 	// unread queue would count up to its limit of events as heap.
 	stopReading := readEvents(eng)
 	defer stopReading()
-	before := liveMemory()
+	before, err := liveMemory(ctx)
+	if err != nil {
+		return pt, err
+	}
 	goroutines := runtime.NumGoroutine()
 	name := fmt.Sprintf("idle-%d", n)
+	stopStartProfile, err := b.startCPUProfile(fmt.Sprintf("start-%d.cpu.pprof", n))
+	if err != nil {
+		return pt, err
+	}
 	start := time.Now()
-	if err := eng.StartMirror(ctx, b.mirrorConfig(name, topics...)); err != nil {
+	if err := eng.StartMirror(ctx, b.mirrorConfig(name, b.src.addrs, topics...)); err != nil {
+		stopStartProfile()
 		return pt, err
 	}
 	// A snapshot of thousands of partitions costs this process several
@@ -235,10 +243,11 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 		}
 		return done == n, nil
 	})
+	pt.StartS = time.Since(start).Seconds()
+	stopStartProfile()
 	if err != nil {
 		return pt, fmt.Errorf("start: %w", err)
 	}
-	pt.StartS = time.Since(start).Seconds()
 
 	// Idle: nothing to copy, the fetchers long-poll and the destination
 	// check ticks. Let the start-up garbage go, then measure.
@@ -261,7 +270,10 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 		return pt, err
 	}
 	pt.IdleCPUPercent = 100 * (cpu1 - cpu0).Seconds() / time.Since(t0).Seconds()
-	after := liveMemory()
+	after, err := liveMemory(ctx)
+	if err != nil {
+		return pt, err
+	}
 	pt.Goroutines = runtime.NumGoroutine() - goroutines
 	pt.HeapBytes = int64(after.heap) - int64(before.heap)
 	pt.StackBytes = int64(after.stack) - int64(before.stack)
@@ -323,12 +335,14 @@ type memory struct{ heap, stack uint64 }
 // one reading may catch being decoded. A tenth of a second is the engine's
 // default long-poll time, so the readings fall at different points of the
 // fetchers' cycle. The requests themselves are in flight at every reading
-// and are counted.
-func liveMemory() memory {
+// and are counted. It ends early with ctx's cause.
+func liveMemory(ctx context.Context) (memory, error) {
 	var best memory
 	for i := range 5 {
 		if i > 0 {
-			time.Sleep(100 * time.Millisecond)
+			if err := backoff.Sleep(ctx, 100*time.Millisecond); err != nil {
+				return best, err
+			}
 		}
 		runtime.GC()
 		var ms runtime.MemStats
@@ -340,5 +354,5 @@ func liveMemory() memory {
 			best.stack = ms.StackInuse
 		}
 	}
-	return best
+	return best, nil
 }

@@ -3,15 +3,13 @@ package drill
 import (
 	"fmt"
 	"time"
+
+	"github.com/kmirror/kmirror/engine/drill/step"
 )
 
-// Cost is one number the drill measured, with one sentence on what it
-// means for the business and what would shrink it.
-type Cost struct {
-	Label   string `json:"label"`
-	Value   string `json:"value"`
-	Meaning string `json:"meaning"`
-}
+// Cost is one number the drill measured, explained (package step's, so
+// the console can show it).
+type Cost = step.Cost
 
 // Costs explains the numbers of rep that have been measured so far, in the
 // order the drill finds them: the loss, how far back it reaches, the

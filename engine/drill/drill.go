@@ -67,43 +67,6 @@ func reverseName(mirror string) string {
 	return mirror + "-failback"
 }
 
-// StepRecord is one step's place in the timeline.
-type StepRecord struct {
-	ID    StepID `json:"-"`
-	Step  string `json:"step"`
-	Title string `json:"title"`
-	// Instruction is what the operator does in this step on real clusters;
-	// Confirmed is when they ticked it done.
-	Instruction string    `json:"instruction,omitempty"`
-	Confirmed   time.Time `json:"confirmed,omitzero"`
-	Explain     string    `json:"-"` // why the step exists, for the panel
-	LookAt      string    `json:"-"` // where its effect shows on the console
-	State       State     `json:"-"`
-	Result      string    `json:"result"`
-	Started     time.Time `json:"started,omitzero"`
-	Ended       time.Time `json:"ended,omitzero"`
-	Lines       []string  `json:"lines"`
-	Error       string    `json:"error,omitempty"`
-	Note        string    `json:"note,omitempty"`
-}
-
-// NeedsConfirm reports whether the step waits for the operator to confirm
-// its instruction.
-func (s StepRecord) NeedsConfirm() bool { return s.Instruction != "" && s.Confirmed.IsZero() }
-
-// Status is a copy of the drill's progress for the console.
-type Status struct {
-	Current    int // index into Steps of the next step to run; len(Steps) when done
-	Steps      []StepRecord
-	Running    bool
-	ReportPath string // set once the report is written
-	// Cost explains each number measured so far (after every step).
-	Cost []Cost
-}
-
-// Done reports whether every step ran.
-func (s Status) Done() bool { return s.Current >= len(s.Steps) }
-
 // Drill is one run of the drill. Next and Run may be called from any
 // goroutine, one at a time; Status never blocks on a running step.
 type Drill struct {
@@ -167,20 +130,6 @@ func (d *Drill) Status() Status {
 	}
 	return st
 }
-
-// ErrDone is returned by Next after the last step.
-var ErrDone = errors.New("drill: every step has run")
-
-// ErrBusy is returned by Next while a step runs.
-var ErrBusy = errors.New("drill: a step is running")
-
-// ErrNeedsConfirm is returned by Next when the current step is the
-// operator's: they do what its instruction says and Confirm it.
-var ErrNeedsConfirm = errors.New("drill: this step is yours: do what it says, then confirm it")
-
-// ErrNothingToConfirm is returned by Confirm when the current step has no
-// instruction: Next runs it.
-var ErrNothingToConfirm = errors.New("drill: this step has no instruction to confirm")
 
 // Next runs the current step with the operator's note. A step that passes
 // moves the drill on; a failed one stays current so it can run again. A

@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,9 +19,10 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/engine/drill/drilltest"
 	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/props"
 )
 
 // stepWait bounds every drill step and every wait of these tests: with the
@@ -79,68 +77,9 @@ func runToSwitch(t *testing.T, how sourceLoss, openTxn bool) *outage {
 		}
 		o.srcPorts = append(o.srcPorts, p)
 	}
-	o.src.CreateTopic(t, "orders", 3, nil)
-	o.src.CreateTopic(t, "payments", 2, nil)
-	prodA := o.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
-	enginetest.Produce(t, prodA, "orders", 3, 50, "before")
-	enginetest.Produce(t, prodA, "payments", 2, 20, "before")
-	billing := kadm.Offsets{}
-	for p, at := range []int64{30, 40, 50} {
-		billing.AddOffset("orders", int32(p), at, -1)
-	}
-	if _, err := o.src.Admin(t).CommitOffsets(ctx, "billing", billing); err != nil {
-		t.Fatal(err)
-	}
-
-	adm, err := engine.NewAdmin(ctx, o.dst.Addrs(), nil, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(adm.Close)
-	cfg := props.FromMap(map[string]string{
-		props.KeyBootstrapServers: strings.Join(o.src.Addrs(), ","),
-		props.KeyMetadataRefresh:  "200",
-	})
-	if _, err := adm.CreateMirror(ctx, "a-to-b", cfg, false); err != nil {
-		t.Fatal(err)
-	}
-	sel, err := engine.ParseTopics("orders,payments")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
-		t.Fatal(err)
-	}
-	o.eng, err = engine.New(ctx, engine.Config{Destination: o.dst.Addrs(), Instance: "drill-outage",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(o.eng.Close)
-	if err := o.eng.Join(ctx); err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		for _, m := range o.eng.Snapshot().Mirrors {
-			for _, g := range m.Groups {
-				if g.Group == "billing" && len(g.Partitions) == 3 && !g.LastSync.IsZero() {
-					return true, ""
-				}
-			}
-		}
-		return false, fmt.Sprintf("billing not synced: %+v", o.eng.Snapshot().Mirrors)
-	})
-
-	target, err := drill.RealTarget(drill.RealConfig{Bootstrap: o.dst.Addrs(), Poll: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.path = filepath.Join(t.TempDir(), "drill")
-	o.d, err = drill.New(drill.Config{Target: target, Engine: o.eng, Mirror: "a-to-b", ReportPath: o.path, StepTimeout: stepWait})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(o.d.Close)
+	rd := drilltest.NewReal(t, o.src, o.dst, "drill-outage", stepWait)
+	o.eng, o.d, o.path = rd.Engine, rd.Drill, rd.ReportPath
+	prodA := rd.Producer
 
 	o.next(drill.StepPreflight, "answers for all 5 partitions")
 	o.next(drill.StepSnapshot, "saved ")
@@ -153,7 +92,7 @@ func runToSwitch(t *testing.T, how sourceLoss, openTxn bool) *outage {
 	if err := o.eng.Control(ctx, engine.Command{Kind: engine.CmdPause, Mirror: "a-to-b", Topics: []string{"payments"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitStates(t, o.eng, "payments", partition.Paused)
+	states.Wait(t, stepWait, o.eng, states.Select{Topic: "payments"}, partition.Paused)
 	enginetest.Produce(t, prodA, "payments", 2, 10, "unmirrored")
 	if openTxn {
 		txp := o.src.Client(t, append(enginetest.ProducerOpts("none", true), kgo.TransactionalID("billing-writer"))...)
@@ -190,7 +129,7 @@ func runToSwitch(t *testing.T, how sourceLoss, openTxn bool) *outage {
 			t.Errorf("failover lines have no STOPPED line for %s:\n%s", k, strings.Join(lines, "\n"))
 		}
 	}
-	waitStates(t, o.eng, "", partition.Stopped)
+	states.Wait(t, stepWait, o.eng, states.Select{}, partition.Stopped)
 
 	// The clients move to B: a producer writes orders there and the group
 	// commits beyond the synced offset.
@@ -398,24 +337,4 @@ func testSourceBack(t *testing.T, how sourceLoss) {
 	if !slices.ContainsFunc(rep.Anomalies, func(a string) bool { return strings.Contains(a, "lost in the failover: 20 offsets") }) {
 		t.Errorf("anomalies %q, want the loss", rep.Anomalies)
 	}
-}
-
-// waitStates waits until every partition of topic ("" for all) of the
-// engine's mirrors is in st.
-func waitStates(t *testing.T, eng *engine.Engine, topic string, st partition.State) {
-	t.Helper()
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		var got []string
-		ok := true
-		for _, m := range eng.Snapshot().Mirrors {
-			for _, p := range m.Partitions {
-				if topic != "" && p.Topic != topic {
-					continue
-				}
-				got = append(got, fmt.Sprintf("%s/%d %s", p.Topic, p.Partition, p.State))
-				ok = ok && p.State == st
-			}
-		}
-		return ok && len(got) > 0, strings.Join(got, ", ")
-	})
 }

@@ -7,9 +7,11 @@ package enginetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,6 +127,26 @@ func Produce(t testing.TB, cl *kgo.Client, topic string, partitions int32, n int
 type RawBatch struct {
 	Header  batch.Header
 	Payload []byte // the records section, still compressed
+}
+
+// ProduceInBackground writes n records to each partition of each topic,
+// round after round, until stop is closed; wait on the group it returns
+// after closing stop.
+func ProduceInBackground(t testing.TB, cl *kgo.Client, partitions int32, n int, stop <-chan struct{}, topics ...string) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, topic := range topics {
+				Produce(t, cl, topic, partitions, n, fmt.Sprintf("bg-%d", round))
+			}
+		}
+	})
+	return &wg
 }
 
 // Offsets returns a partition's log start and end.
@@ -251,8 +273,11 @@ func CompareBatches(ctx context.Context, src, dst *kgo.Client, topic string, p i
 			// is the offset and the commit/abort type in the record key.
 			sk, err1 := controlKey(sb[i].Payload)
 			dk, err2 := controlKey(db[i].Payload)
-			if err1 != nil || err2 != nil || !bytes.Equal(sk, dk) {
-				return i, fmt.Errorf("%s/%d control batch at %d: source key %x, destination key %x (%v %v)", topic, p, s.BaseOffset, sk, dk, err1, err2)
+			if err := errors.Join(err1, err2); err != nil {
+				return i, fmt.Errorf("%s/%d control batch at %d: %w", topic, p, s.BaseOffset, err)
+			}
+			if !bytes.Equal(sk, dk) {
+				return i, fmt.Errorf("%s/%d control batch at %d: source key %x, destination key %x", topic, p, s.BaseOffset, sk, dk)
 			}
 		case s.BaseTimestamp != d.BaseTimestamp || s.MaxTimestamp != d.MaxTimestamp:
 			return i, fmt.Errorf("%s/%d batch at %d: timestamps differ", topic, p, s.BaseOffset)
@@ -317,8 +342,11 @@ func consume(ctx context.Context, cl *kgo.Client, topic string, p int32, committ
 		case h.IsControl():
 			if committed {
 				key, err := controlKey(b.Payload)
-				if err != nil || len(key) < 4 {
-					return nil, fmt.Errorf("%s/%d control batch at %d: %v", topic, p, h.BaseOffset, err)
+				if err != nil {
+					return nil, fmt.Errorf("%s/%d control batch at %d: %w", topic, p, h.BaseOffset, err)
+				}
+				if len(key) < 4 {
+					return nil, fmt.Errorf("%s/%d control batch at %d: key of %d bytes", topic, p, h.BaseOffset, len(key))
 				}
 				if key[3] == 1 { // the control type in the key: 1 commits
 					want += pending[h.ProducerID]

@@ -6,8 +6,9 @@ import (
 	"net"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/linkproxy"
 )
 
 // HWMHold stands between a kfake cluster's listeners and its clients and
@@ -118,7 +119,7 @@ func (c *hwmConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.in = append(c.in, p[:n]...)
 	for {
-		frame, rest, ok := nextFrame(c.in)
+		frame, rest, ok := linkproxy.NextFrame(c.in)
 		if !ok {
 			break
 		}
@@ -131,7 +132,7 @@ func (c *hwmConn) Read(p []byte) (int, error) {
 func (c *hwmConn) Write(p []byte) (int, error) {
 	c.out = append(c.out, p...)
 	for {
-		frame, rest, ok := nextFrame(c.out)
+		frame, rest, ok := linkproxy.NextFrame(c.out)
 		if !ok {
 			return len(p), nil
 		}
@@ -147,44 +148,29 @@ func (c *hwmConn) Write(p []byte) (int, error) {
 	}
 }
 
-// nextFrame splits the first size-prefixed frame off b.
-func nextFrame(b []byte) (frame, rest []byte, ok bool) {
-	if len(b) < 4 {
-		return nil, b, false
-	}
-	n := int(binary.BigEndian.Uint32(b))
-	if len(b) < 4+n {
-		return nil, b, false
-	}
-	return b[:4+n], b[4+n:], true
-}
-
 // noteRequest remembers a Produce, Fetch or ListOffsets request naming the
 // partition, so its answer can be lost or rewritten.
 func (c *hwmConn) noteRequest(frame []byte) {
-	r := kbin.Reader{Src: frame[4:]}
-	key, version, corr := r.Int16(), r.Int16(), r.Int32()
-	r.NullableString() // client id
-	switch kmsg.Key(key) {
+	h, _, err := linkproxy.ParseRequestHeader(frame)
+	if err != nil {
+		return
+	}
+	switch kmsg.Key(h.Key) {
 	case kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets:
 	default:
 		return
 	}
-	req := kmsg.RequestForKey(key)
-	req.SetVersion(version)
-	if req.IsFlexible() {
-		kmsg.SkipTags(&r)
-	}
-	if r.Complete() != nil || req.ReadFrom(r.Src) != nil {
+	_, req, err := linkproxy.DecodeRequest(frame)
+	if err != nil {
 		return
 	}
 	info, ok := c.h.names(req)
 	if !ok {
 		return
 	}
-	info.key, info.version = key, version
+	info.key, info.version = h.Key, h.Version
 	c.mu.Lock()
-	c.reqs[corr] = info
+	c.reqs[h.Corr] = info
 	c.mu.Unlock()
 }
 
@@ -198,27 +184,15 @@ func (c *hwmConn) answer(frame []byte) (out []byte, lose bool) {
 	if !ok {
 		return frame, false
 	}
-	resp := kmsg.ResponseForKey(info.key)
-	resp.SetVersion(info.version)
-	r := kbin.Reader{Src: frame[8:]}
-	if resp.IsFlexible() {
-		kmsg.SkipTags(&r)
-	}
-	if r.Complete() != nil || resp.ReadFrom(r.Src) != nil {
+	resp, err := linkproxy.DecodeResponse(frame, info.key, info.version)
+	if err != nil {
 		return frame, false
 	}
 	changed, lose := c.h.rewrite(resp, info)
 	if lose || !changed {
 		return frame, lose
 	}
-	out = binary.BigEndian.AppendUint32(nil, 0)
-	out = binary.BigEndian.AppendUint32(out, uint32(corr))
-	if resp.IsFlexible() {
-		out = append(out, 0) // no tagged fields
-	}
-	out = resp.AppendTo(out)
-	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
-	return out, false
+	return linkproxy.AppendResponse(nil, corr, resp), false
 }
 
 // isTopic reports whether a request or response names the held topic.

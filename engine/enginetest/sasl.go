@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/linkproxy"
 )
 
 // SASLSessions stands between a kfake cluster's listeners and its clients
@@ -201,7 +203,7 @@ func (c *saslConn) Read(p []byte) (int, error) {
 func (c *saslConn) nextRequest() ([]byte, error) {
 	buf := make([]byte, 32<<10)
 	for {
-		if frame, rest, ok := nextFrame(c.in); ok {
+		if frame, rest, ok := linkproxy.NextFrame(c.in); ok {
 			out := append([]byte(nil), frame...)
 			c.in = append(c.in[:0], rest...)
 			return out, nil
@@ -218,7 +220,7 @@ func (c *saslConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.response = append(c.response, p...)
 	for {
-		frame, rest, ok := nextFrame(c.response)
+		frame, rest, ok := linkproxy.NextFrame(c.response)
 		if !ok {
 			break
 		}

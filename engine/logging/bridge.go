@@ -2,10 +2,8 @@ package logging
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -74,20 +72,4 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		}
 	}
 	k.l.Log(context.Background(), lv, msg, keyvals...)
-}
-
-// Kfake returns a kfake cluster logger writing to l at the matching level.
-func Kfake(l *slog.Logger) kfake.Logger { return kfakeLogger{l} }
-
-type kfakeLogger struct{ l *slog.Logger }
-
-// kfakeLevels are kfake's levels as franz-go's.
-var kfakeLevels = map[kfake.LogLevel]kgo.LogLevel{kfake.LogLevelError: kgo.LogLevelError, kfake.LogLevelWarn: kgo.LogLevelWarn,
-	kfake.LogLevelInfo: kgo.LogLevelInfo, kfake.LogLevelDebug: kgo.LogLevelDebug}
-
-func (k kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
-	lv := slogLevel(kfakeLevels[level])
-	if k.l.Enabled(context.Background(), lv) { // kfake formats nothing before asking
-		k.l.Log(context.Background(), lv, fmt.Sprintf(format, args...))
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/logging"
@@ -106,18 +105,5 @@ func TestKgoBridge(t *testing.T) {
 	l, _ = f.New(buf)
 	if lv := logging.Kgo(l).Level(); lv != kgo.LogLevelError {
 		t.Errorf("Level %v at error, want ERROR", lv)
-	}
-}
-
-// TestKfakeBridge: kfake's lines reach the logger at their level.
-func TestKfakeBridge(t *testing.T) {
-	buf, f := newJSON(t, "info")
-	l, _ := f.New(buf)
-	k := logging.Kfake(l)
-	k.Logf(kfake.LogLevelDebug, "request %d", 1)
-	k.Logf(kfake.LogLevelWarn, "delete topic %s", "t")
-	got := lines(t, buf)
-	if len(got) != 1 || got[0]["level"] != "WARN" || got[0]["msg"] != "delete topic t" {
-		t.Errorf("lines %v, want the warning only", got)
 	}
 }

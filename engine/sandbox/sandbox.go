@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/logging"
+	"github.com/kmirror/kmirror/engine/logging/kfakelog"
 	"github.com/kmirror/kmirror/internal/linkproxy"
 )
 
@@ -256,7 +257,7 @@ func (s *Sandbox) clusterOpts(side Side) []kfake.Opt {
 		id, dir = ClusterB, "B"
 	}
 	return []kfake.Opt{kfake.NumBrokers(3), kfake.ClusterID(id), kfake.DataDir(filepath.Join(s.dir, dir)),
-		kfake.WithLogger(logging.Kfake(s.log.With(logging.Cluster, dir)))}
+		kfake.WithLogger(kfakelog.New(s.log.With(logging.Cluster, dir)))}
 }
 
 // RestartA brings cluster A back on the same ports with the data it had.

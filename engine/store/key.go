@@ -150,7 +150,7 @@ func (k Key) Shard() int32 {
 		return MirrorShard(k.Mirror)
 	case KindInstance:
 		return InstanceShard(k.Instance)
-	case KindTopic, KindPartition, KindNone:
+	case KindTopic, KindPartition, KindRebuild, KindNone:
 	}
 	return TopicShard(k.Mirror, k.Topic)
 }

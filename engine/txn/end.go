@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -169,7 +168,7 @@ func (m *Mapper) waitMarker(ctx context.Context, p *producer, markerOffset int64
 				return nil
 			}
 		}
-		if err := backoff.Sleep(ctx, b.Next(rand.Float64)); err != nil {
+		if err := backoff.Sleep(ctx, b.Next(m.cfg.Jitter)); err != nil {
 			return fmt.Errorf("wait for marker of %s at %d (destination log end %d): %w", p.TxnID, markerOffset, end, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/wire"
 )
 
 const (
@@ -234,29 +235,16 @@ func (e *env) rawProduce(ctx context.Context, b []byte, want int64, txnID *strin
 	if err != nil {
 		return err
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.TransactionID = txnID
-	req.Acks = -1
-	req.TimeoutMillis = 10_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = e.topic
-	rt.TopicID = e.dstID
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = testPart
-	rp.Records = b
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := e.dstCl.Broker(int(leader)).Request(ctx, req)
+	resp, err := e.dstCl.Broker(int(leader)).Request(ctx, wire.ProduceRequest(e.topic, e.dstID, testPart, b, 10*time.Second, txnID))
 	if err != nil {
 		return err
 	}
-	pr := resp.(*kmsg.ProduceResponse)
-	p := pr.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+	base, err := wire.ProduceAnswer(resp)
+	if err != nil {
 		return fmt.Errorf("produce at %d: %w", want, err)
 	}
-	if p.BaseOffset != want {
-		return fmt.Errorf("produce landed at %d, want %d", p.BaseOffset, want)
+	if base != want {
+		return fmt.Errorf("produce landed at %d, want %d", base, want)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -118,14 +117,14 @@ func retriable(err error) bool {
 
 // retry runs op until it succeeds, fails with a non-retriable error, runs
 // out of attempts, or ctx ends.
-func retry(ctx context.Context, op func() error) error {
+func (m *Mapper) retry(ctx context.Context, op func() error) error {
 	b := backoff.Backoff{Policy: retryPolicy}
 	for {
 		err := op()
 		if !retriable(err) || b.Attempt() >= maxAttempts {
 			return err
 		}
-		if werr := backoff.Sleep(ctx, b.Next(rand.Float64)); werr != nil {
+		if werr := backoff.Sleep(ctx, b.Next(m.cfg.Jitter)); werr != nil {
 			return fmt.Errorf("%w (last error: %w)", werr, err)
 		}
 	}
@@ -142,7 +141,7 @@ func errFor(code int16, msg *string) error {
 // describeTxn asks the coordinator about txnID.
 func (m *Mapper) describeTxn(ctx context.Context, txnID string) (txnDesc, error) {
 	var d txnDesc
-	err := retry(ctx, func() error {
+	err := m.retry(ctx, func() error {
 		req := kmsg.NewPtrDescribeTransactionsRequest()
 		req.TransactionalIDs = []string{txnID}
 		resp, err := req.RequestWith(ctx, m.cfg.Client)
@@ -190,7 +189,7 @@ func (m *Mapper) settle(ctx context.Context, txnID string) (txnDesc, error) {
 		if err != nil || !d.state.pending() {
 			return d, err
 		}
-		if err := backoff.Sleep(ctx, b.Next(rand.Float64)); err != nil {
+		if err := backoff.Sleep(ctx, b.Next(m.cfg.Jitter)); err != nil {
 			return d, fmt.Errorf("transaction %s still %s: %w", txnID, d.state, err)
 		}
 	}
@@ -206,7 +205,7 @@ func (m *Mapper) initProducer(ctx context.Context, txnID string) (int64, int16, 
 	}
 	var pid int64
 	var epoch int16
-	err = retry(ctx, func() error {
+	err = m.retry(ctx, func() error {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID = &txnID
 		req.TransactionTimeoutMillis = int32(min(timeout.Milliseconds(), math.MaxInt32))
@@ -230,7 +229,7 @@ func (m *Mapper) initProducer(ctx context.Context, txnID string) (int64, int16, 
 
 // addPartition puts this partition into p's transaction, which opens it.
 func (m *Mapper) addPartition(ctx context.Context, p *producer) error {
-	err := retry(ctx, func() error {
+	err := m.retry(ctx, func() error {
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		req.TransactionalID = p.TxnID
 		req.ProducerID = p.PID
@@ -271,7 +270,7 @@ func (m *Mapper) addPartition(ctx context.Context, p *producer) error {
 // the epoch is exhausted, and returns the new pair; older versions keep them.
 func (m *Mapper) endTxn(ctx context.Context, p *producer, commit bool) (pid int64, epoch int16, err error) {
 	pid, epoch = p.PID, p.Epoch
-	err = retry(ctx, func() error {
+	err = m.retry(ctx, func() error {
 		req := kmsg.NewPtrEndTxnRequest()
 		req.TransactionalID = p.TxnID
 		req.ProducerID = p.PID
@@ -299,7 +298,7 @@ func (m *Mapper) endTxn(ctx context.Context, p *producer, commit bool) (pid int6
 // which is what a client's appends are checked against).
 func (m *Mapper) logEnd(ctx context.Context) (int64, error) {
 	var end int64
-	err := retry(ctx, func() error {
+	err := m.retry(ctx, func() error {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
 		rt := kmsg.NewListOffsetsRequestTopic()
@@ -344,7 +343,7 @@ type activeProducer struct {
 // kfake lists only those inside an open transaction.
 func (m *Mapper) describeProducers(ctx context.Context) (map[int64]activeProducer, error) {
 	out := make(map[int64]activeProducer)
-	err := retry(ctx, func() error {
+	err := m.retry(ctx, func() error {
 		req := kmsg.NewPtrDescribeProducersRequest()
 		rt := kmsg.NewDescribeProducersRequestTopic()
 		rt.Topic = m.cfg.Topic

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -50,6 +51,9 @@ type Config struct {
 	TxnTimeout time.Duration
 	// Now is the clock for idle tracking; nil means time.Now.
 	Now func() time.Time
+	// Jitter draws the full-jitter fraction in [0,1) of every retry and
+	// poll wait; nil means math/rand's.
+	Jitter func() float64
 	// Logger, if set, hears of transactions adopted from a previous run.
 	Logger *slog.Logger
 }
@@ -106,6 +110,9 @@ type Mapper struct {
 func New(cfg Config) *Mapper {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
 	}
 	log := cfg.Logger
 	if log == nil {

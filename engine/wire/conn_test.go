@@ -313,11 +313,11 @@ func TestAbandonedWaitKeepsOrder(t *testing.T) {
 
 	// A record on another connection ends the long poll.
 	writer := dialTest(t, ctx, info.leaderAddr, Options{})
-	raw, err := writer.Request(ctx, produceRequest(info, testTopic, 0, buildBatch(-1, -1, -1, time.Now().UnixMilli(), []byte("wake"))))
+	raw, err := writer.Request(ctx, ProduceRequest(testTopic, info.topicID, 0, buildBatch(-1, -1, -1, time.Now().UnixMilli(), []byte("wake")), 10*time.Second, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := produceResult(raw); err != nil {
+	if _, err := ProduceAnswer(raw); err != nil {
 		t.Fatal(err)
 	}
 

@@ -169,35 +169,3 @@ func buildBatch(pid int64, epoch int16, seq int32, ts int64, values ...[]byte) [
 	binary.BigEndian.PutUint32(raw[17:21], crc32.Checksum(raw[21:], crc32c))
 	return raw
 }
-
-func produceRequest(info partitionInfo, topic string, partition int32, batch []byte) *kmsg.ProduceRequest {
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = 10_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rt.TopicID = info.topicID
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = partition
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return req
-}
-
-// produceResult extracts the single partition result of a Produce response.
-func produceResult(raw kmsg.Response) (int64, error) {
-	resp := raw.(*kmsg.ProduceResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("produce response: unexpected shape %d topics", len(resp.Topics))
-	}
-	p := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		msg := ""
-		if p.ErrorMessage != nil {
-			msg = *p.ErrorMessage
-		}
-		return 0, fmt.Errorf("produce: %w %s", err, msg)
-	}
-	return p.BaseOffset, nil
-}

@@ -30,7 +30,7 @@ func pipeline(ctx context.Context, c *Conn, info partitionInfo, topic string, ba
 		if err != nil {
 			return err
 		}
-		off, err := produceResult(raw)
+		off, err := ProduceAnswer(raw)
 		if err != nil {
 			return fmt.Errorf("batch %d: %w", len(offsets), err)
 		}
@@ -43,7 +43,7 @@ func pipeline(ctx context.Context, c *Conn, info partitionInfo, topic string, ba
 				return offsets, err
 			}
 		}
-		p, err := c.Issue(produceRequest(info, topic, 0, b))
+		p, err := c.Issue(ProduceRequest(topic, info.topicID, 0, b, 10*time.Second, nil))
 		if err != nil {
 			return offsets, err
 		}
@@ -144,11 +144,11 @@ func TestProduceOutOfOrderIsRejected(t *testing.T) {
 		{1, nil},
 		{2, nil},
 	} {
-		raw, err := leader.Request(ctx, produceRequest(info, "u", 0, buildBatch(pid, epoch, step.seq, ts, []byte("x"))))
+		raw, err := leader.Request(ctx, ProduceRequest("u", info.topicID, 0, buildBatch(pid, epoch, step.seq, ts, []byte("x")), 10*time.Second, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := produceResult(raw); !errors.Is(err, step.want) {
+		if _, err := ProduceAnswer(raw); !errors.Is(err, step.want) {
 			t.Fatalf("seq %d: err = %v, want %v", step.seq, err, step.want)
 		}
 	}

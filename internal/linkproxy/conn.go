@@ -15,11 +15,11 @@ const (
 	// chunkSize is the most bytes read and forwarded at once: frames are
 	// streamed, not stored and forwarded, so a large Fetch answer is not
 	// held back by its own size.
-	chunkSize = 64 << 10
+	chunkSize = 256 << 10
 	// lineChunks bounds the chunks queued in one direction of one
 	// connection (at most lineChunks × chunkSize bytes); a full queue
 	// stops reading, and TCP pushes back on the sender.
-	lineChunks = 256
+	lineChunks = 64
 	// headerPeek is how much of a request is looked at before it is
 	// forwarded: its header and, for a Produce, the acks after it.
 	headerPeek  = 1 << 10
@@ -80,8 +80,11 @@ func (c *conn) run(broker string) {
 	c.mu.Unlock()
 
 	half := c.link.opts.RTT / 2
-	toBroker := &line{c: c, dst: up, pace: c.link.toBroker, delay: half, q: make(chan chunk, lineChunks)}
-	toClient := &line{c: c, dst: c.client, pace: c.link.toClient, delay: half, q: make(chan chunk, lineChunks)}
+	// A direction that adds nothing (no delay, no cap; requests are never
+	// held, only Produce answers) is written straight from its reader.
+	plain := half == 0 && c.link.opts.Bandwidth == 0
+	toBroker := &line{c: c, dst: up, pace: c.link.toBroker, delay: half, direct: plain, q: make(chan chunk, lineChunks)}
+	toClient := &line{c: c, dst: c.client, pace: c.link.toClient, delay: half, direct: plain && c.link.opts.ProduceLatency == 0, q: make(chan chunk, lineChunks)}
 	var wg sync.WaitGroup
 	wg.Go(toBroker.write)
 	wg.Go(toClient.write)
@@ -240,11 +243,12 @@ type chunk struct {
 // line is one direction of a connection: chunks leave in the order they
 // came, each at its due time.
 type line struct {
-	c     *conn
-	dst   net.Conn
-	pace  *pacer
-	delay time.Duration
-	q     chan chunk
+	c      *conn
+	dst    net.Conn
+	pace   *pacer
+	delay  time.Duration
+	direct bool // nothing is added: chunks are written at once by the reader
+	q      chan chunk
 }
 
 // stream forwards the next n bytes of br as they arrive, none before
@@ -267,6 +271,17 @@ func (ln *line) stream(br *bufio.Reader, n int, notBefore time.Time) bool {
 // send queues b to leave after the bandwidth and the delay of the link,
 // and not before notBefore.
 func (ln *line) send(b []byte, pooled *[]byte, notBefore time.Time) bool {
+	if ln.direct {
+		_, err := ln.dst.Write(b)
+		if pooled != nil {
+			chunks.Put(pooled)
+		}
+		if err != nil {
+			ln.c.close()
+			return false
+		}
+		return true
+	}
 	at := time.Now()
 	if notBefore.After(at) {
 		at = notBefore

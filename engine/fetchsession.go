@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// An idle partition costs its fetcher nothing per long-poll: its want is
+// parked in the fetcher's fetch session (KIP-227) instead of being
+// answered. The broker keeps the session's partitions and their fetch
+// offsets; each session request names only the partitions that joined or
+// left it since the previous one, and the answer only the partitions with
+// something new (records, an error, a moved high watermark or log start).
+// A partition leaves the session when its answer is delivered, and joins
+// it again once an answer to it is empty: its runner is woken only when
+// there is something to copy.
+
+// sessKey names a partition in a session.
+type sessKey struct {
+	topic     string
+	partition int32
+}
+
+// fetchSession is a fetcher's session with its broker. Its requests go one
+// at a time (the broker numbers them); the fetcher's run loop sends them,
+// its connections answer them.
+type fetchSession struct {
+	mu      sync.Mutex
+	id      int32
+	epoch   int32 // 0: the next request opens a new session, listing every member
+	members map[sessKey]want
+	ids     map[[16]byte]string  // topic names of the members' topic ids, for v13+ answers
+	changed map[sessKey]struct{} // members to list in the next request: joined, or the broker has not seen them
+	forget  map[sessKey][16]byte // former members the broker still holds, with their topic ids
+	polling bool                 // a session request is in flight
+	polls   int                  // requests answered, for the sweep of exited runners
+}
+
+// sweepEvery is how many session answers pass between two sweeps of the
+// members whose runner has exited (a topic that moved to another owner).
+const sweepEvery = 100
+
+func newFetchSession() *fetchSession {
+	return &fetchSession{
+		members: make(map[sessKey]want), ids: make(map[[16]byte]string),
+		changed: make(map[sessKey]struct{}), forget: make(map[sessKey][16]byte),
+	}
+}
+
+// park makes w a member: its partition is idle at w.offset.
+func (s *fetchSession) park(w want) {
+	k := sessKey{w.topic(), w.partition}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members[k] = w
+	s.ids[w.topicID] = k.topic
+	s.changed[k] = struct{}{}
+	delete(s.forget, k)
+}
+
+// leave removes the member of w's partition, if any: a newer want of the
+// partition replaces it. It reports whether there was one.
+func (s *fetchSession) leave(w want) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leaveLocked(sessKey{w.topic(), w.partition})
+}
+
+func (s *fetchSession) leaveLocked(k sessKey) bool {
+	w, ok := s.members[k]
+	if !ok {
+		return false
+	}
+	delete(s.members, k)
+	delete(s.changed, k)
+	s.forget[k] = w.topicID
+	return true
+}
+
+// due reports whether a session request should go now: none is in
+// flight, and there are members to poll or former members to forget.
+// It marks the request in flight when it does.
+func (s *fetchSession) due() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.polling || (len(s.members) == 0 && len(s.forget) == 0) {
+		return false
+	}
+	s.polling = true
+	return true
+}
+
+// request builds the next session request: every member when the session
+// is new, else the members that changed and the former members to forget.
+func (s *fetchSession) request(maxWait int32, limits fetchLimits) *kmsg.FetchRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req := newFetchRequest(maxWait, limits)
+	req.SessionID, req.SessionEpoch = s.id, s.epoch
+	topics := make(map[string]int)
+	add := func(w want) {
+		i, ok := topics[w.topic()]
+		if !ok {
+			i = len(req.Topics)
+			topics[w.topic()] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = w.topic(), w.topicID
+			req.Topics = append(req.Topics, rt)
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, fetchPartition(w))
+	}
+	if s.epoch == 0 {
+		for _, w := range s.members {
+			add(w)
+		}
+		clear(s.forget) // a new session holds nothing else
+	} else {
+		for k := range s.changed {
+			add(s.members[k])
+		}
+		forgotten := make(map[string]int)
+		for k, id := range s.forget {
+			i, ok := forgotten[k.topic]
+			if !ok {
+				i = len(req.ForgottenTopics)
+				forgotten[k.topic] = i
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.Topic, ft.TopicID = k.topic, id
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, k.partition)
+		}
+		clear(s.forget)
+	}
+	clear(s.changed)
+	return req
+}
+
+// failed ends a session request that got no answer (a lost connection, a
+// hung broker): what the broker holds is unknown, so the next request
+// opens a new session, and every member leaves with the error, as the
+// partitions of a failed sessionless fetch hear of it.
+func (s *fetchSession) failed(broker int32, err error) (deliver []want, results []fetchResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id, s.epoch, s.polling = 0, 0, false
+	return s.dropAllLocked(broker, err, time.Since(clockBase))
+}
+
+// dropAllLocked makes every member leave with err.
+func (s *fetchSession) dropAllLocked(broker int32, err error, at time.Duration) (deliver []want, results []fetchResult) {
+	for k, w := range s.members {
+		s.leaveLocked(k)
+		deliver = append(deliver, w)
+		results = append(results, fetchResult{gen: w.gen, offset: w.offset, at: at, err: fetchErr(w.topic(), w.partition, w.offset, broker, err)})
+	}
+	return deliver, results
+}
+
+// answer takes the answer to a session request: it returns the members
+// whose answers go to their runners (they leave the session) with those
+// answers; members whose answer holds nothing new stay, their source
+// offsets published.
+func (s *fetchSession) answer(fr *kmsg.FetchResponse, broker int32, at time.Duration) (deliver []want, results []fetchResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.polling = false
+	s.polls++
+	if s.polls%sweepEvery == 0 {
+		for k, w := range s.members {
+			if w.to.hasExited() {
+				s.leaveLocked(k)
+			}
+		}
+	}
+	switch err := kerr.ErrorForCode(fr.ErrorCode); {
+	case err == nil:
+	case errors.Is(err, kerr.FetchSessionIDNotFound) || errors.Is(err, kerr.InvalidFetchSessionEpoch):
+		s.id, s.epoch = 0, 0 // the broker lost or refused the session: open a new one
+		return nil, nil
+	default:
+		// The whole request failed: every member hears of it, as
+		// after a sessionless fetch.
+		s.id, s.epoch = 0, 0
+		return s.dropAllLocked(broker, err, at)
+	}
+	switch {
+	case fr.SessionID == 0:
+		s.id, s.epoch = 0, 0 // the broker keeps no session: the next request lists every member again
+	case s.epoch == 0:
+		s.id, s.epoch = fr.SessionID, 1
+	default:
+		s.epoch++
+		if s.epoch < 0 {
+			s.epoch = 1
+		}
+	}
+	for _, t := range fr.Topics {
+		name := t.Topic
+		if name == "" {
+			name = s.ids[t.TopicID]
+		}
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			k := sessKey{name, p.Partition}
+			w, ok := s.members[k]
+			if !ok {
+				continue // left the session since the request was built
+			}
+			res := resultOf(w, p, name, broker, at)
+			if res.idleAt(w.offset) {
+				w.to.stats.setSource(res.hwm, res.logStart)
+				continue
+			}
+			s.leaveLocked(k)
+			deliver = append(deliver, w)
+			results = append(results, res)
+		}
+	}
+	return deliver, results
+}
+
+// idleAt reports whether the answer to a want at offset holds nothing a
+// runner must see: no records, no error, no divergence, nothing beyond
+// the offset.
+func (res *fetchResult) idleAt(offset int64) bool {
+	return res.err == nil && len(res.records) == 0 && res.divergence == nil && res.hwm <= offset
+}

@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine/wire"
+)
+
+const (
+	// sinkInFlight is how many Produce requests a sink keeps in flight
+	// on its connection. A broker handles them one at a time, answering
+	// each once its followers have the data; what the pipeline saves is
+	// the round trip between an answer and the next request. While they
+	// are all out, appends queue and the next request carries them all.
+	sinkInFlight = 5
+	// sinkConns is how many connections (and sinks) a destination
+	// broker gets; a partition always uses the same one. A broker
+	// handles the requests of different connections at the same time,
+	// those of one connection one after the other.
+	sinkConns = 4
+	// sinkRequestBytes bounds the record bytes of one Produce request (a
+	// single larger batch goes alone). A connection keeps the buffer it
+	// writes requests from only up to 1 MiB (wire), and one that grew
+	// past it by appending would be allocated anew for every request:
+	// a byte allocated per byte appended.
+	sinkRequestBytes = 768 << 10
+)
+
+// errSinkClosed fails the appends still queued when the engine closes.
+var errSinkClosed = errors.New("engine closing: append not sent")
+
+// appendCall is one batch's append through a sink and, once done is
+// closed, its outcome.
+type appendCall struct {
+	topic     string
+	topicID   [16]byte
+	partition int32
+	txnID     *string // a mirrored transaction's: such a batch shares a request only with batches of the same id
+	records   []byte
+
+	done chan struct{}
+	resp kmsg.ProduceResponseTopicPartition // the partition's answer, when err is nil
+	err  error
+	at   time.Time // when the outcome arrived
+}
+
+// Done is closed once the outcome is known.
+func (c *appendCall) Done() <-chan struct{} { return c.done }
+
+// Wait returns the partition's answer, or why there is none.
+func (c *appendCall) Wait(ctx context.Context) (*kmsg.ProduceResponseTopicPartition, error) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return &c.resp, nil
+}
+
+// CompletedAt is when the outcome arrived.
+func (c *appendCall) CompletedAt() time.Time { return c.at }
+
+func (c *appendCall) finish(resp *kmsg.ProduceResponseTopicPartition, err error, at time.Time) {
+	if resp != nil {
+		c.resp = *resp
+	}
+	c.err, c.at, c.records = err, at, nil
+	close(c.done)
+}
+
+// appendSinks are the engine's sinks, one per destination broker, each
+// with its own goroutine: the appends of every partition a broker leads
+// share its Produce requests, as a Kafka producer's do.
+type appendSinks struct {
+	pool    *connPool
+	timeout int32 // TimeoutMillis of every Produce
+
+	ctx    context.Context // ends after the runners are done (close)
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	sinks map[connSlot]*appendSink
+}
+
+func newAppendSinks(pool *connPool, timeout time.Duration) *appendSinks {
+	s := &appendSinks{pool: pool, timeout: int32(timeout / time.Millisecond), sinks: make(map[connSlot]*appendSink)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// issue queues c for the destination broker and returns at once, on the
+// sink of its partition's slot.
+func (s *appendSinks) issue(broker int32, c *appendCall) {
+	c.done = make(chan struct{})
+	slot := connSlot{broker: broker, slot: partitionSlot(c.topic, c.partition, sinkConns)}
+	s.mu.Lock()
+	sk, ok := s.sinks[slot]
+	if !ok {
+		sk = &appendSink{pool: s.pool, slot: slot, timeout: s.timeout, wake: make(chan struct{}, 1)}
+		s.sinks[slot] = sk
+		s.wg.Go(func() { sk.run(s.ctx) })
+	}
+	s.mu.Unlock()
+	sk.add(c)
+}
+
+// close ends the sinks once nothing appends any more (the runners have
+// exited): what is queued or in flight fails.
+func (s *appendSinks) close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// appendSink sends the appends for one destination broker. Each request
+// carries at most one batch per partition, and a partition's batches go in
+// the order they were issued, in requests written in that order on one
+// connection, so the broker sees each partition's sequences in order.
+type appendSink struct {
+	pool    *connPool
+	slot    connSlot
+	timeout int32
+
+	mu    sync.Mutex
+	queue []*appendCall // issued, not sent, oldest first
+	wake  chan struct{}
+}
+
+func (s *appendSink) add(c *appendCall) {
+	s.mu.Lock()
+	s.queue = append(s.queue, c)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sentRequest is a Produce request in flight and the appends it carries.
+type sentRequest struct {
+	p     *wire.Pending
+	conn  *wire.Conn
+	calls []*appendCall
+}
+
+func (s *appendSink) run(ctx context.Context) {
+	var (
+		conn   *wire.Conn
+		flight []sentRequest
+	)
+	for {
+		if ctx.Err() != nil {
+			// The runners are done (close): nobody waits for an
+			// answer any more, and a hung broker must not hold Close.
+			s.failQueued(errSinkClosed)
+			for _, sr := range flight {
+				s.fail(sr.calls, errSinkClosed, time.Now())
+			}
+			return
+		}
+		if len(flight) < sinkInFlight && s.queued() {
+			var err error
+			if conn, err = s.connect(ctx, conn); err != nil {
+				s.failQueued(err)
+				continue
+			}
+			req, calls := s.take()
+			p, err := conn.Issue(req)
+			if err != nil {
+				s.pool.failed(s.slot, conn, err)
+				conn = nil
+				s.fail(calls, fmt.Errorf("produce to destination broker %d: %w", s.slot.broker, err), time.Now())
+				continue
+			}
+			flight = append(flight, sentRequest{p: p, conn: conn, calls: calls})
+			continue
+		}
+		var oldest <-chan struct{}
+		if len(flight) > 0 {
+			oldest = flight[0].p.Done()
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.wake:
+		case <-oldest:
+			sr := flight[0]
+			flight[0] = sentRequest{}
+			flight = flight[1:]
+			if s.answer(sr) && sr.conn == conn {
+				conn = nil
+			}
+		}
+	}
+}
+
+// connect returns conn if it is still usable, or the pool's connection.
+func (s *appendSink) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, error) {
+	if conn != nil {
+		select {
+		case <-conn.Done():
+		default:
+			return conn, nil
+		}
+	}
+	return s.pool.get(ctx, s.slot)
+}
+
+func (s *appendSink) queued() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0
+}
+
+// failQueued fails every append not sent yet.
+func (s *appendSink) failQueued(err error) {
+	s.mu.Lock()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	s.fail(q, err, time.Now())
+}
+
+func (s *appendSink) fail(calls []*appendCall, err error, at time.Time) {
+	for _, c := range calls {
+		c.finish(nil, err, at)
+	}
+}
+
+// sinkKey finds a partition in a request and in its answer, which names
+// topics by id from v13 on and by name before.
+type sinkKey struct {
+	topic     string
+	id        [16]byte
+	partition int32
+}
+
+// take removes from the queue the appends of the next request and builds
+// it: the oldest append, and after it every append of a partition not in
+// the request yet, with the same transactional id, within the request's
+// size; an append left queued holds back its partition's later ones.
+func (s *appendSink) take() (*kmsg.ProduceRequest, []*appendCall) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := s.queue[0]
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = s.timeout
+	req.TransactionID = first.txnID
+	seen := make(map[sinkKey]bool, len(s.queue))
+	topics := make(map[string]int)
+	var (
+		calls []*appendCall
+		rest  []*appendCall
+		bytes int
+	)
+	for _, c := range s.queue {
+		k := sinkKey{topic: c.topic, partition: c.partition}
+		fits := len(calls) == 0 || (bytes+len(c.records) <= sinkRequestBytes && sameTxn(c.txnID, first.txnID))
+		if seen[k] || !fits {
+			seen[k] = true
+			rest = append(rest, c)
+			continue
+		}
+		seen[k] = true
+		bytes += len(c.records)
+		calls = append(calls, c)
+		i, ok := topics[c.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[c.topic] = i
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic, rt.TopicID = c.topic, c.topicID
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = c.partition
+		rp.Records = c.records
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	s.queue = rest
+	return req, calls
+}
+
+func sameTxn(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+// answer completes the appends of an answered request and reports whether
+// its connection failed.
+func (s *appendSink) answer(sr sentRequest) (connFailed bool) {
+	raw, err := sr.p.Wait(context.Background()) // done already
+	at := sr.p.CompletedAt()
+	if err != nil {
+		s.pool.failed(s.slot, sr.conn, err)
+		s.fail(sr.calls, err, at)
+		return errors.Is(err, wire.ErrConnClosed)
+	}
+	resp := raw.(*kmsg.ProduceResponse)
+	byID := resp.GetVersion() >= 13
+	answers := make(map[sinkKey]*kmsg.ProduceResponseTopicPartition, len(sr.calls))
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		for j := range t.Partitions {
+			k := sinkKey{topic: t.Topic, partition: t.Partitions[j].Partition}
+			if byID {
+				k = sinkKey{id: t.TopicID, partition: t.Partitions[j].Partition}
+			}
+			answers[k] = &t.Partitions[j]
+		}
+	}
+	for _, c := range sr.calls {
+		k := sinkKey{topic: c.topic, partition: c.partition}
+		if byID {
+			k = sinkKey{id: c.topicID, partition: c.partition}
+		}
+		if a, ok := answers[k]; ok {
+			c.finish(a, nil, at)
+		} else {
+			c.finish(nil, errMalformedProduce, at)
+		}
+	}
+	return false
+}
