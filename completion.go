@@ -17,7 +17,7 @@ var modeFlags = map[string][]string{
 		"--log-level", "--log-format"},
 	"console": {"--bootstrap-server", "--command-config", "--instance", "--heartbeat-interval", "--metrics-addr", "--metrics-granularity",
 		"--read-only", "--run-instance", "--theme", "--ascii", "--log-file", "--log-level", "--log-format", "--drill", "--mirror", "--report", "--step-timeout"},
-	"demo":    {"--headless", "--no-drill", "--drill-script", "--report", "--step-timeout", "--theme", "--ascii", "--log-file", "--log-level", "--log-format"},
+	"demo":    {"--headless", "--no-drill", "--drill-script", "--scenario", "--link-rtt", "--link-bandwidth", "--report", "--step-timeout", "--theme", "--ascii", "--log-file", "--log-level", "--log-format"},
 	"sandbox": {"--log-level", "--log-format"},
 	"bench": {"--size", "--partitions", "--codec", "--repeats", "--quick", "--json", "--brokers", "--profile", "--max-inflight",
 		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale", "--scale-timeout",

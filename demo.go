@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/props"
 	"github.com/kmirror/kmirror/engine/sandbox"
+	"github.com/kmirror/kmirror/internal/linkproxy"
 	"github.com/kmirror/kmirror/tui"
 )
 
@@ -39,9 +40,10 @@ func (d *demoEnv) close() {
 
 // startDemo starts the clusters and clients, records the mirror a-to-b on
 // B through engine.Admin, starts its topics and joins an instance to it.
-func startDemo(ctx context.Context, log *slog.Logger) (*demoEnv, error) {
+func startDemo(ctx context.Context, log *slog.Logger, opts sandbox.Options) (*demoEnv, error) {
 	start := time.Now()
-	sb, err := sandbox.Start(ctx, sandbox.Options{Logger: log})
+	opts.Logger = log
+	sb, err := sandbox.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +55,7 @@ func startDemo(ctx context.Context, log *slog.Logger) (*demoEnv, error) {
 	}
 	defer adm.Close()
 	cfg := props.FromMap(map[string]string{
-		"bootstrap.servers": strings.Join(sb.Bootstrap(sandbox.SideA), ","),
+		"bootstrap.servers": strings.Join(sb.SourceBootstrap(), ","),
 		props.KeyGapPolicy:  "fill",
 	})
 	if _, err := adm.CreateMirror(ctx, demoMirror, cfg, false); err != nil {
@@ -113,6 +115,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	} else {
 		logs.Register(fs, "info", "json")
 	}
+	var scenario *string
+	var rtt *time.Duration
+	var bw *int64
+	if !sandboxOnly {
+		scenario = fs.String("scenario", drill.ScenarioRegionLoss.String(), "what the drill rehearses: "+scenarioNames())
+		rtt = fs.Duration("link-rtt", demoLinkRTT, "round trip the WAN link between A's region and the mirror adds")
+		bw = fs.Int64("link-bandwidth", demoLinkBandwidth, "the WAN link's bandwidth cap in bytes per second (0: none)")
+	}
 	if code, ok := parseMode(fs, name, args, stdout, stderr); !ok {
 		return code
 	}
@@ -125,6 +135,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		return exitUsage
 	}
 
+	var sc drill.Scenario
+	if !sandboxOnly {
+		var err error
+		if sc, err = drill.ParseScenario(*scenario); err != nil {
+			fmt.Fprintf(stderr, "kmirror demo: --scenario: %v\n", err)
+			return exitUsage
+		}
+		if *rtt < 0 || *bw < 0 {
+			fmt.Fprintf(stderr, "kmirror demo: --link-rtt and --link-bandwidth cannot be negative\n")
+			return exitUsage
+		}
+	}
 	if sandboxOnly {
 		start := time.Now()
 		log, _ := logs.New(stderr) // validated above
@@ -147,7 +169,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	}
 	defer lf.Close()
 	log, _ := logs.New(lf) // validated above
-	env, err := startDemo(ctx, log)
+	env, err := startDemo(ctx, log, demoOptions(*rtt, *bw))
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror demo: %v\n", err)
 		return exitFail
@@ -156,10 +178,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 	env.sb.Describe(stdout)
 	fmt.Fprintf(stdout, "mirror %s recorded in __mirror_state on B and running; demo ready in %s; log: %s\n",
 		demoMirror, env.started.Round(time.Millisecond), *logFile)
+	fmt.Fprintf(stdout, "drill scenario %s: %s\n", sc, sc.Summary())
 
 	path := reportPath(*report)
 	newDrill := func() (*drill.Drill, error) {
-		return drill.New(drill.Config{Target: drill.SandboxTarget(env.sb), Engine: env.eng, Mirror: demoMirror, ReportPath: path, StepTimeout: *stepTimeout})
+		return drill.New(drill.Config{Target: drill.SandboxTarget(env.sb, sc), Engine: env.eng, Mirror: demoMirror, ReportPath: path, StepTimeout: *stepTimeout})
 	}
 	switch {
 	case *script:
@@ -186,6 +209,27 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, sandb
 		return exitFail
 	}
 	return exitOK
+}
+
+// The demo's WAN link to A's region: a round trip between distant regions
+// and a cap well above the demo's traffic, so the mirror runs a few
+// hundred milliseconds behind without falling further back.
+const (
+	demoLinkRTT       = 150 * time.Millisecond
+	demoLinkBandwidth = 512 << 10
+)
+
+// demoOptions are the demo sandbox's: A in another region, behind the link.
+func demoOptions(rtt time.Duration, bandwidth int64) sandbox.Options {
+	return sandbox.Options{Link: &linkproxy.Options{RTT: rtt, Bandwidth: bandwidth}}
+}
+
+func scenarioNames() string {
+	var out []string
+	for _, s := range drill.Scenarios {
+		out = append(out, s.String())
+	}
+	return strings.Join(out, ", ")
 }
 
 // reportPath is the drill report's path without extension: the --report

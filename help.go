@@ -24,7 +24,17 @@ an instance in this process.`,
 	"demo": `Usage: kmirror demo [flags]
 
 Two embedded clusters with live traffic, the mirror a-to-b, and the console
-with the guided DR drill (n runs the next step, i adds a note).`,
+with the guided DR drill (n runs the next step, i adds a note). A is in
+another region: the mirror reaches it across a modelled WAN link (--link-rtt,
+--link-bandwidth), so it runs a few hundred milliseconds behind.
+
+Scenarios (--scenario):
+  planned      the producers stop first and the mirror catches up: RPO 0, the
+               failback copies only B's delta
+  region-loss  A's region is lost mid-stream: the records in flight are lost,
+               the failback finds A DIVERGED and the rebuild quarantines them
+  unclean      an unclean leader election on A loses a partition's newest
+               records, then the region is lost`,
 	"sandbox": `Usage: kmirror sandbox [--log-level L] [--log-format F]
 
 Starts two embedded Kafka clusters, A (the source) and B (the destination),

@@ -382,13 +382,7 @@ func TestSourceClusterChangeFailsUntilRecovered(t *testing.T) {
 	must("instance", "i1")
 	must("caughtup", "orders")
 
-	var ports []int
-	for _, a := range src.Addrs() {
-		_, p, _ := strings.Cut(a, ":")
-		n, _ := strconv.Atoi(p)
-		ports = append(ports, n)
-	}
-	src.Close()
+	ports := loseSource(src)
 	other, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("some-other-cluster"), kfake.Ports(ports...), kfake.SeedTopics(2, "orders"))
 	if err != nil {
 		t.Fatal(err)

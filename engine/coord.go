@@ -384,6 +384,7 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 			for _, p := range rec.Txns {
 				init.txns = append(init.txns, txn.Producer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 			}
+			init.stopAborted = slices.Clone(rec.StopAborted)
 		}
 		init.events = append(init.events, desiredEvent(t.Desired))
 		return init

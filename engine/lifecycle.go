@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/internal/backoff"
@@ -484,6 +485,9 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 		for _, p := range r.restoredTxns() {
 			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 		}
+	}
+	if r.rare != nil {
+		rec.StopAborted = slices.Clone(r.rare.stopAborted)
 	}
 	rec.SourceTopicID = topicIDString(r.m.sourceTopicID(r.topic))
 	rec.DestTopicID = topicIDString(r.dst.topicID)

@@ -249,6 +249,9 @@ type runnerInit struct {
 	lineage    []EpochStart
 	writer     batch.Writer // the writer identity last recorded (producer id 0: none), for verification
 	destTopic  [16]byte     // the destination topic id last recorded (zero: unknown)
+	// stopAborted are the recorded first offsets of the transactions the
+	// stop aborted: rewriting the record must not lose them.
+	stopAborted []int64
 }
 
 // partitionSetup says how the runner of partition p starts.
@@ -312,6 +315,9 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		r.dst.topicID = init.destTopic
 		if len(init.txns) > 0 {
 			r.rarely().restoredTxns = init.txns
+		}
+		if len(init.stopAborted) > 0 {
+			r.rarely().stopAborted = init.stopAborted
 		}
 		tc, ok := m.topicCtx[topic]
 		if !ok {

@@ -126,6 +126,12 @@ func (m *mirror) divergedRange(ctx context.Context, topic string, p int32) (from
 	if cat, err := m.peerCatalog(ctx); err == nil {
 		if _, _, rec, ok := forwardRecord(cat, m.e.destID, topic, p); ok && rec != nil {
 			from = min(from, rec.LastOffset+1)
+			// The transactions the forward stop aborted: identical on
+			// both sides up to the LME, but committed here where their
+			// marker lies past it.
+			for _, o := range rec.StopAborted {
+				from = min(from, o)
+			}
 		}
 	}
 	// What this mirror copied itself is not destination-only.

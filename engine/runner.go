@@ -71,6 +71,10 @@ type runner struct {
 type runnerRare struct {
 	restoredTxns []txn.Producer // from the partition record, for the first alignment
 	failbackFrom string         // the forward mirror this partition fails back from, once found
+	// stopAborted are the first offsets of the mirrored transactions the
+	// stop aborted (kept in the partition record: a failback's rebuild
+	// quarantines from there).
+	stopAborted []int64
 }
 
 // rarely returns the runner's rarely needed fields, allocating them.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -223,9 +224,30 @@ func (r *runner) abortOpen(ctx context.Context) error {
 	if err := r.m.e.gate.wait(ctx); err != nil {
 		return err
 	}
+	// Where each open transaction began: A may have committed what B
+	// now aborts, and a failback must know from where (StopAborted).
+	open := r.txm.Open()
 	actx, cancel := context.WithTimeout(ctx, markerTimeout)
 	defer cancel()
 	n, err := r.txm.AbortAll(actx)
+	var first []int64
+	for _, p := range open {
+		if p.FirstOffset < 0 || slices.Contains(first, p.FirstOffset) {
+			continue
+		}
+		// A commit of ours whose answer the stop cut off is committed
+		// on B as on A: nothing of it is lost.
+		if committed, cerr := r.txm.Committed(actx, p.PID, p.FirstOffset); cerr == nil && committed {
+			continue
+		}
+		first = append(first, p.FirstOffset)
+	}
+	if len(first) > 0 {
+		rare := r.rarely()
+		rare.stopAborted = append(rare.stopAborted, first...)
+		slices.Sort(rare.stopAborted)
+		rare.stopAborted = slices.Compact(rare.stopAborted)
+	}
 	if err != nil && !errors.Is(err, txn.ErrAbortedByCoordinator) {
 		return fmt.Errorf("abort open mirrored transactions: %w", err)
 	}

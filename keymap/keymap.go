@@ -43,6 +43,7 @@ const (
 	DrillConfirm
 	DrillNote
 	DrillPanel
+	DrillCost
 )
 
 // String names the action (used in tests and status messages).
@@ -110,6 +111,8 @@ func (a Action) String() string {
 		return "drill-note"
 	case DrillPanel:
 		return "drill-panel"
+	case DrillCost:
+		return "drill-cost"
 	}
 	return "unknown"
 }
@@ -312,6 +315,8 @@ func Table() []Entry {
 			"write a note for the drill report; it is kept with the next step that runs"),
 		entry(DrillPanel, GroupDrill, ScopeDrill, []string{"d"}, "d", "panel / one-line strip",
 			"switch between the drill panel and a one-line strip (step, next action); a terminal too small for the panel starts with the strip"),
+		entry(DrillCost, GroupDrill, ScopeDrill, []string{"c"}, "c", "what it cost",
+			"explain each number the drill measured in one sentence: what it means for the business and what would shrink it (esc or c closes)"),
 	}
 }
 

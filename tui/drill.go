@@ -48,6 +48,7 @@ type drillPanelState struct {
 	msg     string
 	msgErr  bool
 	show    drillShow
+	cost    bool // the explanation of the numbers is open
 }
 
 // drillShow is how the operator chose to see the drill with d.
@@ -151,7 +152,7 @@ func (m *Model) drillView() views.DrillPanel {
 		Status: p.status, Note: p.note, Editing: p.editing, Prompt: &p.prompt,
 		Message: p.msg, MsgErr: p.msgErr,
 		NextKey: keyOf(keymap.DrillNext), ConfirmKey: keyOf(keymap.DrillConfirm), NoteKey: keyOf(keymap.DrillNote),
-		PanelKey: keyOf(keymap.DrillPanel),
+		PanelKey: keyOf(keymap.DrillPanel), CostKey: keyOf(keymap.DrillCost),
 	}
 }
 
@@ -161,6 +162,16 @@ func (m *Model) drillKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	p := m.drill
 	if p == nil || k.String() == "ctrl+c" {
 		return nil, false
+	}
+	if p.cost {
+		// The explanation is on top: it takes every key, and its own,
+		// esc and q close it.
+		switch m.km.Match(k, keymap.ScopeDrill|m.screen.scope()) {
+		case keymap.DrillCost, keymap.Back, keymap.Quit:
+			p.cost = false
+		default:
+		}
+		return nil, true
 	}
 	if p.editing {
 		switch p.prompt.Update(k) {
@@ -186,6 +197,10 @@ func (m *Model) drillKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		return nil, true
 	case keymap.DrillPanel:
 		m.toggleDrill()
+		return nil, true
+	case keymap.DrillCost:
+		p.status = p.drv.Status()
+		p.cost = true
 		return nil, true
 	default:
 	}

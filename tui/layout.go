@@ -27,6 +27,7 @@ const (
 	OverlayNone Overlay = iota
 	OverlayHelp
 	OverlayConfirm
+	OverlayCost // the drill's numbers explained
 )
 
 // String names the overlay.
@@ -38,6 +39,8 @@ func (o Overlay) String() string {
 		return "help"
 	case OverlayConfirm:
 		return "confirm"
+	case OverlayCost:
+		return "cost"
 	}
 	return "unknown"
 }

@@ -102,6 +102,12 @@ func (m *Model) overlay() (LayoutState, func(w, h int) string) {
 			}, iw)
 		}
 		return LayoutState{Overlay: OverlayHelp, OverlayW: w, OverlayH: lipgloss.Height(render(w-4, 0)) + 2}, render
+	case m.drill != nil && m.drill.cost:
+		w := min(helpMaxWidth, m.width-4)
+		render := func(iw, _ int) string {
+			return views.RenderDrillCost(m.skin, m.drill.status, m.drillView().CostKey, iw)
+		}
+		return LayoutState{Overlay: OverlayCost, OverlayW: w, OverlayH: lipgloss.Height(render(w-4, 0)) + 2}, render
 	}
 	return LayoutState{}, nil
 }

@@ -23,6 +23,7 @@ type DrillPanel struct {
 	ConfirmKey string // the key that ticks the step's instruction as done
 	NoteKey    string // the key that opens the note prompt
 	PanelKey   string // the key that switches between panel and strip
+	CostKey    string // the key that opens the explanation of the numbers
 }
 
 // drillMarker is the step's mark; the word beside a failed step keeps the
@@ -114,6 +115,15 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 		out = append(out, wrapStyled(style, p.Message, inner)...)
 	}
 	out = append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+	// What the drill measured so far, one number a line, until a step runs
+	// again; the key opens the sentence that explains each.
+	if !st.Running && len(st.Cost) > 0 {
+		out = append(out, s.Label.Render(ansi.Truncate("what it cost  ("+p.CostKey+" explains each number)", inner, "…")))
+		for _, c := range st.Cost {
+			out = append(out, ansi.Truncate(s.Label.Render(fit(c.Label, costLabelWidth, false)+" ")+s.Text.Render(c.Value), inner, "…"))
+		}
+		out = append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+	}
 
 	// The output of the step in focus fills what is left, newest last.
 	show := focus
@@ -160,7 +170,7 @@ func drillNext(s *Skin, p DrillPanel, focus int) string {
 	st := p.Status
 	switch {
 	case st.Running:
-		return s.Warn.Render("running " + step.All[focus].Title() + "…")
+		return s.Warn.Render("running " + st.Steps[focus].Title + "…")
 	case st.Done():
 		return s.Subtle.Render("every step has run")
 	case st.Steps[focus].NeedsConfirm():
@@ -201,4 +211,24 @@ func RenderDrillStrip(s *Skin, p DrillPanel, width int) string {
 	room := max(width-ansi.StringWidth(head)-ansi.StringWidth(tail), 0)
 	mid := ansi.Truncate(what+"  "+drillNext(s, p, focus), room, "…")
 	return block(head+mid+strings.Repeat(" ", max(room-ansi.StringWidth(mid), 0))+tail, width, 1)
+}
+
+// costLabelWidth is the label column of the drill's numbers.
+const costLabelWidth = 17
+
+// RenderDrillCost explains each number the drill measured: the number, and
+// one sentence on what it means for the business and what would shrink it.
+// The result is width cells wide; the caller draws the box.
+func RenderDrillCost(s *Skin, st step.Status, closeKey string, width int) string {
+	out := []string{s.Title.Render("What the failover cost") + s.Subtle.Render("   (esc or "+closeKey+" closes)")}
+	if len(st.Cost) == 0 {
+		out = append(out, wrapStyled(s.Subtle.Render, "Nothing measured yet: the numbers come with the outage, the verify step and the failback rehearsal.", width)...)
+	}
+	for _, c := range st.Cost {
+		// The number leads its sentence, so each takes as few lines as
+		// its words need.
+		para := s.Label.Render(c.Label+":") + " " + s.Title.Render(c.Value) + s.Text.Render(" — "+c.Meaning)
+		out = append(out, strings.Split(ansi.Wordwrap(para, width, " "), "\n")...)
+	}
+	return strings.Join(out, "\n")
 }

@@ -119,8 +119,20 @@ func (t *sandboxTarget) verify(ctx context.Context, r *stepRun) error {
 			per = append(per, fmt.Sprintf("%s %d", tp, byTopic[tp]))
 		}
 	}
-	r.line("lost: %d of %d records A acknowledged are not on B (%s)", len(t.lost), len(acksA), strings.Join(per, ", "))
+	r.line("lost: %d of %d records A acknowledged are not on B (%s)", len(t.lost), len(acksA), orDash(strings.Join(per, ", ")))
+	t.lostParts = lostByPartition(t.lost, d.m.lme)
+	for _, lp := range t.lostParts {
+		r.line("%s", lossLine(lp, d.m.outageAt))
+	}
 	r.line("RPO %d records, %s", len(t.lost), t.rpoTime(d.m.outageAt).Round(time.Millisecond))
+	if t.election != nil {
+		t.nameElectionLoss(r)
+	}
+	if t.scenario == ScenarioPlanned && len(t.lost) > 0 {
+		sb.StopClients()
+		t.verified = true
+		return fmt.Errorf("a planned failover lost %d acknowledged records: the mirror had not caught up when it stopped", len(t.lost))
+	}
 
 	writable := map[string]bool{}
 	for _, a := range acksB {
@@ -202,4 +214,42 @@ func (t *sandboxTarget) rpoTime(outage time.Time) time.Duration {
 		}
 	}
 	return max(0, outage.Sub(oldest))
+}
+
+// nameElectionLoss tells which of the records the unclean election lost
+// the mirror had copied to B before it (B holds the only copy) and which
+// exist nowhere: A's new leader never had them and B never got them.
+func (t *sandboxTarget) nameElectionLoss(r *stepRun) {
+	d := r.d
+	// Counted again now: acknowledgements still under way at the
+	// election have arrived.
+	loss := electionLoss(t.elected, t.electedIDs, t.sb.Ledger().Acks(nil))
+	loss.MirrorError = t.election.MirrorError
+	t.election = &loss
+	el := t.election
+	lost := map[string]bool{}
+	for _, a := range t.lost {
+		lost[a.ID] = true
+	}
+	el.OnB, el.Nowhere = 0, 0
+	for _, id := range el.IDs {
+		if lost[id] {
+			el.Nowhere++
+		} else {
+			el.OnB++
+		}
+	}
+	r.line("the unclean election on %s lost %d records A had acknowledged (offsets %s): %d of them B holds, mirrored before the election (the only copy left); %d B never got: in a real election they exist nowhere",
+		ptKey(el.Topic, el.Partition), el.Records, orDash(el.Offsets), el.OnB, el.Nowhere)
+	const named = 8
+	ids := el.IDs
+	more := ""
+	if len(ids) > named {
+		ids, more = ids[:named], fmt.Sprintf(" and %d more (the report lists all)", len(el.IDs)-named)
+	}
+	if len(ids) > 0 {
+		r.line("the election's lost records: %s%s", strings.Join(ids, ", "), more)
+	}
+	d.m.anomaly("unclean leader election on A, %s: %d acknowledged records lost on A (offsets %s); %d survive only on B, %d nowhere",
+		ptKey(el.Topic, el.Partition), el.Records, orDash(el.Offsets), el.OnB, el.Nowhere)
 }

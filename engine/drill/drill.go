@@ -77,6 +77,7 @@ type Drill struct {
 	current int
 	running bool
 	written string
+	cost    []Cost
 
 	m      measurements // owned by the running step
 	closer []func()     // guarded by mu
@@ -90,9 +91,9 @@ func New(cfg Config) (*Drill, error) {
 	}
 	d := &Drill{cfg: cfg}
 	for _, id := range Steps {
-		explain, lookAt := cfg.Target.describe(id)
-		d.steps = append(d.steps, StepRecord{ID: id, Step: id.String(), Title: id.Title(),
-			Instruction: cfg.Target.Instruction(id), Explain: explain, LookAt: lookAt,
+		txt := cfg.Target.describe(id)
+		d.steps = append(d.steps, StepRecord{ID: id, Step: id.String(), Title: txt.title,
+			Instruction: cfg.Target.Instruction(id), Explain: txt.explain, LookAt: txt.lookAt,
 			State: Pending, Result: Pending.String()})
 	}
 	return d, nil
@@ -121,7 +122,7 @@ func (d *Drill) onClose(f func()) {
 func (d *Drill) Status() Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := Status{Current: d.current, Running: d.running, ReportPath: d.written}
+	st := Status{Current: d.current, Running: d.running, ReportPath: d.written, Cost: slices.Clone(d.cost)}
 	st.Steps = make([]StepRecord, len(d.steps))
 	for i, s := range d.steps {
 		s.Lines = slices.Clone(s.Lines)
@@ -175,8 +176,11 @@ func (d *Drill) next(ctx context.Context, note string, confirm bool) error {
 	d.mu.Unlock()
 
 	err := d.run(ctx, id, &stepRun{d: d, i: i})
+	// While this step still owns the measurements.
+	cost := Costs(d.measured())
 
 	d.mu.Lock()
+	d.cost = cost
 	rec = &d.steps[i]
 	rec.Ended = d.cfg.Now()
 	if err != nil {
@@ -210,7 +214,7 @@ func (d *Drill) run(ctx context.Context, id StepID, r *stepRun) error {
 	case StepFailback:
 		return d.cfg.Target.failback(ctx, r)
 	case StepReport:
-		return d.report(r)
+		return d.report(ctx, r)
 	}
 	return fmt.Errorf("unknown step %d", id)
 }
@@ -226,7 +230,7 @@ func (d *Drill) Run(ctx context.Context, w io.Writer) error {
 			return nil
 		}
 		id := Steps[st.Current]
-		fmt.Fprintf(w, "== %d/%d %s: %s\n", st.Current+1, len(Steps), id.Title(), st.Steps[st.Current].Explain)
+		fmt.Fprintf(w, "== %d/%d %s: %s\n", st.Current+1, len(Steps), st.Steps[st.Current].Title, st.Steps[st.Current].Explain)
 		err := d.Next(ctx, "")
 		after := d.Status()
 		for _, l := range after.Steps[st.Current].Lines {
@@ -237,7 +241,7 @@ func (d *Drill) Run(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			fmt.Fprintf(w, "   error: %v\n", err)
 			if id != StepReport {
-				if rerr := d.report(&stepRun{d: d, i: len(Steps) - 1}); rerr == nil {
+				if rerr := d.report(ctx, &stepRun{d: d, i: len(Steps) - 1}); rerr == nil {
 					fmt.Fprintf(w, "report (incomplete drill): %s.md, %s.json\n", d.cfg.ReportPath, d.cfg.ReportPath)
 				}
 			}

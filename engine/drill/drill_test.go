@@ -179,3 +179,141 @@ func TestNextWaitsForTheOperatorsConfirmation(t *testing.T) {
 		t.Fatalf("Confirm on a step without instruction: %v", err)
 	}
 }
+
+// consistentLoss is a region-loss report and the ledger's truth that agree:
+// two records lost on orders/1, both quarantined, A == B.
+func consistentLoss() (ledgerTruth, Report) {
+	acks := []sandbox.Ack{
+		{ID: "orders/A/1", Topic: "orders", Partition: 1, Offset: 10, Side: sandbox.SideA},
+		{ID: "orders/A/2", Topic: "orders", Partition: 1, Offset: 11, Side: sandbox.SideA},
+		{ID: "orders/A/3", Topic: "orders", Partition: 1, Offset: 12, Side: sandbox.SideA},
+	}
+	truth := ledgerTruth{scenario: ScenarioRegionLoss, acksA: acks, lost: []string{"orders/A/2", "orders/A/3"}}
+	rep := Report{
+		RPO: RPO{Method: RPOAcks, Known: true, Records: 2, AckedByA: 3, LostIDs: []string{"orders/A/3", "orders/A/2"},
+			Lost: []LostPartition{{Topic: "orders", Partition: 1, Records: 2, Offsets: "11-12", LME: 10, Diverged: true, Quarantined: 2}}},
+		Failback:   []FailbackPartition{{Topic: "orders", Partition: 1, Expect: "diverged"}, {Topic: "orders", Partition: 0, Expect: "delta"}},
+		Quarantine: &Quarantine{Records: 3, Read: 3, Acknowledged: 2, NeverAcknowledged: 1, Unexplained: []string{}, Missing: []string{}},
+		AEqualsB:   &Compare{Equal: true, Partitions: 2, Records: 40},
+	}
+	return truth, rep
+}
+
+// TestCheckReportFindsNumbersThatDisagreeWithTheLedger: every check of
+// the audit agrees on a consistent report, and each tampered number fails
+// the check that names it (the report step then fails, and
+// --drill-script exits 1).
+func TestCheckReportFindsNumbersThatDisagreeWithTheLedger(t *testing.T) {
+	truth, rep := consistentLoss()
+	if bad := auditFailures(checkReport(truth, &rep)); len(bad) > 0 {
+		t.Fatalf("a consistent report fails: %v", bad)
+	}
+	for _, tc := range []struct {
+		name   string
+		tamper func(*Report)
+		check  string
+	}{
+		{"one record more", func(r *Report) { r.RPO.Records++ }, "RPO records = acknowledged by A, not on B"},
+		{"another id", func(r *Report) { r.RPO.LostIDs = []string{"orders/A/1", "orders/A/3"} }, "RPO records = acknowledged by A, not on B"},
+		{"acks miscounted", func(r *Report) { r.RPO.AckedByA = 4 }, "A's acknowledgements"},
+		{"partitions do not add up", func(r *Report) { r.RPO.Lost[0].Records = 1 }, "lost partitions add up to the RPO"},
+		{"loss on a delta partition", func(r *Report) { r.Failback[0].Expect = "delta" }, "every partition with a loss was DIVERGED at failback"},
+		{"quarantine short", func(r *Report) { r.Quarantine.Acknowledged = 1; r.Quarantine.NeverAcknowledged = 2 }, "quarantine = RPO"},
+		{"quarantine read back short", func(r *Report) { r.Quarantine.Read = 2 }, "quarantine = RPO"},
+		{"no rebuild", func(r *Report) { r.Quarantine = nil }, "quarantine = RPO"},
+		{"A differs", func(r *Report) { r.AEqualsB = &Compare{Differences: []string{"orders/1: A ends at 13, B at 12"}} }, "A == B after the failback"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			truth, rep := consistentLoss()
+			tc.tamper(&rep)
+			var failed []string
+			for _, c := range checkReport(truth, &rep) {
+				if !c.OK {
+					failed = append(failed, c.Check)
+				}
+			}
+			if !slices.Contains(failed, tc.check) {
+				t.Fatalf("check %q did not fail (failed: %v)", tc.check, failed)
+			}
+		})
+	}
+
+	// Planned: a loss, or a diverged partition, disagrees with the scenario.
+	truth.scenario = ScenarioPlanned
+	var failed []string
+	for _, c := range checkReport(truth, &rep) {
+		if !c.OK {
+			failed = append(failed, c.Check)
+		}
+	}
+	for _, want := range []string{"planned: nothing lost", "planned: the failback copies only the delta"} {
+		if !slices.Contains(failed, want) {
+			t.Errorf("planned check %q did not fail on a loss (failed: %v)", want, failed)
+		}
+	}
+}
+
+func TestOffsetRangesAndLostByPartition(t *testing.T) {
+	if got := offsetRanges([]int64{12, 10, 11, 15, 17, 16, 20}); got != "10-12, 15-17, 20" {
+		t.Fatalf("offsetRanges = %q", got)
+	}
+	at := time.Unix(100, 0)
+	lost := []sandbox.Ack{
+		{ID: "clicks/A/1", Topic: "clicks", Partition: 2, Offset: 7, At: at.Add(time.Second)},
+		{ID: "orders/A/1", Topic: "orders", Partition: 1, Offset: 11, At: at.Add(time.Second)},
+		{ID: "orders/A/2", Topic: "orders", Partition: 1, Offset: 12, At: at},
+	}
+	got := lostByPartition(lost, map[string]int64{"orders/1": 10, "clicks/2": 6})
+	want := []LostPartition{
+		{Topic: "orders", Partition: 1, Records: 2, Offsets: "11-12", LME: 10, OldestAck: at},
+		{Topic: "clicks", Partition: 2, Records: 1, Offsets: "7", LME: 6, OldestAck: at.Add(time.Second)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("lostByPartition = %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("partition %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestScenariosParseAndExplain(t *testing.T) {
+	for _, sc := range Scenarios {
+		back, err := ParseScenario(sc.String())
+		if err != nil || back != sc || sc.Summary() == "" {
+			t.Errorf("scenario %s: parsed %v, %v; summary %q", sc, back, err, sc.Summary())
+		}
+	}
+	if _, err := ParseScenario("meteor"); err == nil || !strings.Contains(err.Error(), "planned, region-loss, unclean") {
+		t.Errorf("unknown scenario: %v", err)
+	}
+	if txt := sandboxText(ScenarioPlanned, StepOutage); txt.title == StepOutage.Title() {
+		t.Errorf("the planned cutover keeps the outage's title %q", txt.title)
+	}
+}
+
+// TestCostsExplainEachNumber: every number the report has gets one
+// sentence, and a loss names what would shrink it.
+func TestCostsExplainEachNumber(t *testing.T) {
+	_, rep := consistentLoss()
+	rep.RPO.Seconds = 0.42
+	rep.RTO.Seconds = 1.2
+	rep.Group = &GroupResult{Topic: "orders", Duplicates: 7}
+	rep.Election = &ElectionLoss{Topic: "clicks", Partition: 0, Records: 5, OnB: 3, Nowhere: 2}
+	labels := map[string]string{}
+	for _, c := range Costs(rep) {
+		if strings.Count(strings.TrimSuffix(c.Meaning, "."), ". ") > 0 || !strings.HasSuffix(c.Meaning, ".") {
+			t.Errorf("%s: not one sentence: %q", c.Label, c.Meaning)
+		}
+		labels[c.Label] = c.Value + ": " + c.Meaning
+	}
+	for label, want := range map[string]string{
+		"RPO": "lower lag", "RPO (time)": "closer to A", "unclean election": "acks=all",
+		"DIVERGED": "1 partition:", "quarantined": "2 acknowledged", "RTO": "1.2s", "processed twice": "7 records",
+	} {
+		if !strings.Contains(labels[label], want) {
+			t.Errorf("cost %q = %q, want it to say %q", label, labels[label], want)
+		}
+	}
+}

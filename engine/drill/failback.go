@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/props"
@@ -47,6 +49,10 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("cluster A did not answer within %s of its restart", d.cfg.StepTimeout)
 	}
 	r.line("cluster A is back with its data at %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","))
+	aEnds, err := t.settleA(ctx, r)
+	if err != nil {
+		return err
+	}
 	bEnds, err := endOffsets(ctx, t.destination(), topics)
 	if err != nil {
 		return err
@@ -84,6 +90,7 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 	if err := eng.Join(ctx); err != nil {
 		return fmt.Errorf("instance on A: %w", err)
 	}
+	t.failbackEng = eng
 
 	plan := map[string]*FailbackPartition{}
 	var order []string
@@ -145,7 +152,58 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("%d partitions of %s did not catch up or fail as diverged within %s: %s",
 			len(wrong), d.cfg.Reverse, d.cfg.StepTimeout, strings.Join(wrong, ", "))
 	}
+	return t.afterPlan(ctx, r)
+}
+
+// afterPlan ends the rehearsal once every partition did what its plan
+// said: the diverged ones are rebuilt (none may be, in a planned
+// failover), and A must then be identical to B.
+func (t *sandboxTarget) afterPlan(ctx context.Context, r *stepRun) error {
+	d := r.d
+	diverged := map[string]bool{}
+	for _, fp := range d.m.failback {
+		if fp.Expect == "diverged" {
+			diverged[ptKey(fp.Topic, fp.Partition)] = true
+		}
+	}
+	for i := range t.lostParts {
+		t.lostParts[i].Diverged = diverged[ptKey(t.lostParts[i].Topic, t.lostParts[i].Partition)]
+	}
+	switch {
+	case t.scenario == ScenarioPlanned && len(diverged) > 0:
+		return fmt.Errorf("a planned failover left %d partitions of A diverged; the failback should copy only B's delta", len(diverged))
+	case len(diverged) > 0:
+		if err := t.rebuildDiverged(ctx, r, d.m.failback); err != nil {
+			return err
+		}
+	default:
+		r.line("no partition diverged: the failback copies only B's delta")
+		if w := t.waitReverse(ctx, d.cfg.Reverse, d.cfg.StepTimeout); w != "" {
+			return fmt.Errorf("%s did not catch up within %s: %s", d.cfg.Reverse, d.cfg.StepTimeout, w)
+		}
+	}
+	cmp, err := t.compareAB(ctx)
+	if err != nil {
+		return err
+	}
+	t.compare = cmp
+	if !cmp.Equal {
+		d.m.anomaly("after the failback A differs from B: %s", strings.Join(firstN(cmp.Differences, 5), "; "))
+		return fmt.Errorf("after the failback A differs from B on %d partitions: %s", len(cmp.Differences), strings.Join(firstN(cmp.Differences, 5), "; "))
+	}
+	r.line("A == B: all %d partitions end at the same offsets and hold the same %d records", cmp.Partitions, cmp.Records)
 	return nil
+}
+
+// waitReverse waits until the reverse mirror has caught up; it returns
+// what it still waited for when it gave up ("" when caught up).
+func (t *sandboxTarget) waitReverse(ctx context.Context, reverse string, timeout time.Duration) string {
+	var w string
+	WaitFor(ctx, timeout, 250*time.Millisecond, func() bool {
+		w = t.reverseCaughtUp(ctx, reverse)
+		return w == ""
+	})
+	return w
 }
 
 // forwardLME reads the forward mirror's last mirrored offsets from B's
@@ -205,4 +263,47 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// settleA ends the transactions A's producers left open when A went down:
+// their clients are gone, and each would hold its partitions' last stable
+// offset until A's coordinator timed it out and wrote its abort marker,
+// which a rebuild would then find in the recreated topic. It returns A's
+// log ends once nothing is open.
+func (t *sandboxTarget) settleA(ctx context.Context, r *stepRun) (offsets, error) {
+	d, topics := r.d, sandbox.TopicNames()
+	ids, err := t.sb.FenceTransactions(ctx, sandbox.SideA)
+	if err != nil {
+		return nil, err
+	}
+	var ends offsets
+	var open []string
+	settled := WaitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, func() bool {
+		cl, adm, err := admin(t.side(sandbox.SideA))
+		if err != nil {
+			return false
+		}
+		defer cl.Close()
+		hwm, err1 := adm.ListEndOffsets(ctx, topics...)
+		lso, err2 := adm.ListCommittedOffsets(ctx, topics...)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		ends, open = offsets{}, open[:0]
+		hwm.Each(func(o kadm.ListedOffset) {
+			if ends[o.Topic] == nil {
+				ends[o.Topic] = map[int32]int64{}
+			}
+			ends[o.Topic][o.Partition] = o.Offset
+			if c, ok := lso.Lookup(o.Topic, o.Partition); !ok || c.Offset != o.Offset {
+				open = append(open, ptKey(o.Topic, o.Partition))
+			}
+		})
+		return len(open) == 0
+	})
+	if !settled {
+		return nil, fmt.Errorf("transactions still open on A after fencing %s: %s", strings.Join(ids, ", "), strings.Join(open, ", "))
+	}
+	r.line("fenced %s on A: what A's producers left open at the outage is aborted, no transaction holds A's partitions", strings.Join(ids, ", "))
+	return ends, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,11 +120,23 @@ func groupOffsets(ctx context.Context, c cluster, group string) (offsets, error)
 // committedIDs reads B from the given offsets to the given ends,
 // read_committed, and returns the ids of the demo records it holds: a
 // record of an aborted transaction, or of one the failover aborted, is not
-// there for a consumer. Control records are kept so a partition whose tail
-// is transaction markers still shows it has been read to its end; a
-// partition that cannot be read to its end fails the measurement rather
-// than counting its unread records as lost.
+// there for a consumer.
 func committedIDs(ctx context.Context, c cluster, from, to offsets, timeout time.Duration) (map[string]bool, error) {
+	ids := map[string]bool{}
+	err := readRange(ctx, c, from, to, true, timeout, func(r *kgo.Record) {
+		if id := sandbox.IDOf(r.Value); id != "" {
+			ids[id] = true
+		}
+	})
+	return ids, err
+}
+
+// readRange reads c's partitions from the given offsets to the given ends
+// (read_committed when committed) and hands each data record to fn. Control
+// records are read too, so a partition whose tail is transaction markers
+// still shows it has been read to its end; a partition that cannot be read
+// to its end fails the read rather than leaving records out unnoticed.
+func readRange(ctx context.Context, c cluster, from, to offsets, committed bool, timeout time.Duration, fn func(*kgo.Record)) error {
 	assign := map[string]map[int32]kgo.Offset{}
 	pos := map[string]map[int32]int64{}
 	left := 0
@@ -138,36 +151,44 @@ func committedIDs(ctx context.Context, c cluster, from, to offsets, timeout time
 			}
 		}
 	}
-	ids := map[string]bool{}
 	if left == 0 {
-		return ids, nil
+		return nil
+	}
+	iso := kgo.ReadUncommitted()
+	if committed {
+		iso = kgo.ReadCommitted()
 	}
 	cl, err := kgo.NewClient(c.clientOpts("kmirror-drill-reader",
-		kgo.ConsumePartitions(assign), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+		kgo.ConsumePartitions(assign), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cl.Close()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	fetchErr := map[string]error{} // the last fetch error of each partition, for the timeout's message
 	for left > 0 {
 		fs := cl.PollFetches(rctx)
+		fs.EachError(func(t string, p int32, err error) { fetchErr[ptKey(t, p)] = err })
 		if rctx.Err() != nil {
 			var behind []string
 			for t, ps := range pos {
 				for p, o := range ps {
 					if o < to[t][p] {
-						behind = append(behind, fmt.Sprintf("%s at %d of %d", ptKey(t, p), o, to[t][p]))
+						why := ""
+						if err := fetchErr[ptKey(t, p)]; err != nil {
+							why = " (" + err.Error() + ")"
+						}
+						behind = append(behind, fmt.Sprintf("%s at %d of %d%s", ptKey(t, p), o, to[t][p], why))
 					}
 				}
 			}
-			return nil, fmt.Errorf("read B to its log end within %s: %s not read through: %w", timeout, strings.Join(behind, ", "), rctx.Err())
+			slices.Sort(behind)
+			return fmt.Errorf("read %s to its log end within %s: %s not read through: %w", c.name, timeout, strings.Join(behind, ", "), rctx.Err())
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if !r.Attrs.IsControl() {
-				if id := sandbox.IDOf(r.Value); id != "" {
-					ids[id] = true
-				}
+			if !r.Attrs.IsControl() && r.Offset < to[r.Topic][r.Partition] {
+				fn(r)
 			}
 			before := pos[r.Topic][r.Partition]
 			if r.Offset+1 > before {
@@ -178,7 +199,7 @@ func committedIDs(ctx context.Context, c cluster, from, to offsets, timeout time
 			}
 		})
 	}
-	return ids, nil
+	return nil
 }
 
 // lostAcks returns the writes side A acknowledged that B does not hold.

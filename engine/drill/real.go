@@ -88,26 +88,31 @@ func (t *realTarget) Instruction(id StepID) string {
 	return ""
 }
 
-func (t *realTarget) describe(id StepID) (string, string) {
+func (t *realTarget) describe(id StepID) stepText {
+	txt := stepText{title: id.Title(), explain: id.Explain(), lookAt: id.LookAt()}
 	switch id {
 	case StepOutage:
-		return "The outage is yours: the drill records when you confirm it and checks whether A still answers.",
-			"events view (tab): the mirror's fetches from A fail; this panel: whether A still answers"
+		txt.explain = "The outage is yours: the drill records when you confirm it and checks whether A still answers."
+		txt.lookAt = "events view (tab): the mirror's fetches from A fail; this panel: whether A still answers"
 	case StepSwitch:
-		return "The clients are yours to move; groups resume on B from the offsets the mirror synced there.",
-			"this panel: the first write and the first group commit seen on B, the RTO"
+		txt.explain = "The clients are yours to move; groups resume on B from the offsets the mirror synced there."
+		txt.lookAt = "this panel: the first write and the first group commit seen on B, the RTO"
 	case StepVerify:
-		return "Offsets and group state tell the loss (A's log end beyond the last mirrored offset), what groups read again, and whether B is writable.",
-			"this panel: RPO, group positions on B against the synced ones"
+		txt.explain = "Offsets and group state tell the loss (A's log end beyond the last mirrored offset), what groups read again, and whether B is writable."
+		txt.lookAt = "this panel: RPO, group positions on B against the synced ones"
 	case StepFailback:
-		return "Plan the failback without running it: per partition, B's delta to copy back, or DIVERGED where A holds offsets B never got. Nothing is written to A.",
-			"this panel: the plan per partition and the commands that run it"
+		txt.explain = "Plan the failback without running it: per partition, B's delta to copy back, or DIVERGED where A holds offsets B never got. Nothing is written to A."
+		txt.lookAt = "this panel: the plan per partition and the commands that run it"
 	case StepPreflight, StepSnapshot, StepFailover, StepReport:
 	}
-	return id.Explain(), id.LookAt()
+	return txt
 }
 
 func (t *realTarget) destination() cluster { return t.dst }
+
+// audit has nothing to hold the report against: real clusters keep no
+// ledger of what their producers were told.
+func (t *realTarget) audit(context.Context, *Report, map[string]int64) []AuditCheck { return nil }
 
 func (t *realTarget) wantTopics() []string { return nil }
 

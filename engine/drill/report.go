@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -13,13 +14,17 @@ import (
 // ReportVersion is the version of the JSON report's format. Version 2
 // added the target, the RPO's method and whether it is known, per-partition
 // offsets, every synced group's positions, and moved bWritable to the top.
-const ReportVersion = 2
+// Version 3 added the scenario, the loss per partition, the unclean
+// election's loss, the rebuild's quarantine, A against B after the
+// failback, the audit against the ledger and the cost explained.
+const ReportVersion = 3
 
 // Report is the drill's result, written as PATH.json (and rendered as
 // PATH.md).
 type Report struct {
 	Version     int                 `json:"version"`
-	Target      string              `json:"target"` // "sandbox" or "real"
+	Target      string              `json:"target"`             // "sandbox" or "real"
+	Scenario    string              `json:"scenario,omitempty"` // the sandbox's: planned, region-loss, unclean
 	Mirror      string              `json:"mirror"`
 	Reverse     string              `json:"reverseMirror"`
 	Source      string              `json:"source"`
@@ -37,6 +42,17 @@ type Report struct {
 	Failback    []FailbackPartition `json:"failback"`
 	Anomalies   []string            `json:"anomalies"`
 	Notes       []string            `json:"notes"`
+	// Election is what an unclean leader election on A lost (scenario
+	// unclean); Quarantine what the failback's rebuild kept of the loss;
+	// AEqualsB the comparison of A and B once the failback finished.
+	Election   *ElectionLoss `json:"election,omitempty"`
+	Quarantine *Quarantine   `json:"quarantine,omitempty"`
+	AEqualsB   *Compare      `json:"aEqualsB,omitempty"`
+	// Audit holds the report's numbers against the producers' ledger
+	// (sandbox only); a failed check fails the report step.
+	Audit []AuditCheck `json:"audit,omitempty"`
+	// Cost is each number the drill measured, with what it means.
+	Cost []Cost `json:"cost"`
 }
 
 // RPO methods.
@@ -67,6 +83,7 @@ type RPO struct {
 	AckedByA           int64            `json:"ackedByA,omitempty"`
 	UnmirroredAtOutage int64            `json:"unmirroredAtOutage,omitempty"` // by offset, when A went down
 	LostIDs            []string         `json:"lostIds,omitempty"`
+	Lost               []LostPartition  `json:"lostPartitions,omitempty"` // acknowledgements: which partitions and offsets
 	Partitions         []PartitionRPO   `json:"partitions,omitempty"`
 	MeasuredAt         time.Time        `json:"measuredAt,omitzero"`
 }
@@ -119,20 +136,29 @@ type GroupPosition struct {
 	Reprocessed int64 `json:"reprocessed"`
 }
 
-// BuildReport assembles the report from what the steps measured.
-func (d *Drill) BuildReport() Report {
-	st := d.Status()
-	src, dst := d.cfg.Target.Clusters()
+// measured is the report's measurements only: what the steps found, with
+// the target's own, and no timeline. Only the running step (or nobody) may
+// touch the measurements meanwhile.
+func (d *Drill) measured() Report {
 	rep := Report{
 		Version: ReportVersion, Target: d.cfg.Target.kind(), Mirror: d.cfg.Mirror, Reverse: d.cfg.Reverse,
-		Source: src, Destination: dst,
-		Finished:  d.cfg.Now(),
-		Timeline:  st.Steps,
-		Complete:  true,
 		BWritable: d.m.bWritable,
 		Anomalies: slices.Clone(d.m.anomalies),
 		Failback:  slices.Clone(d.m.failback),
 	}
+	rep.RTO = RTO{Seconds: d.rto().Seconds(), OutageAt: d.m.outageAt, StopSentAt: d.m.stopSent, StoppedAt: d.m.stopDone,
+		FirstProduceAt: d.m.firstProduceB, FirstConsumeAt: d.m.firstConsumeB}
+	rep.RPO = RPO{ByTopic: map[string]int64{}}
+	d.cfg.Target.fill(&rep)
+	return rep
+}
+
+// BuildReport assembles the report from what the steps measured.
+func (d *Drill) BuildReport() Report {
+	st := d.Status()
+	rep := d.measured()
+	rep.Source, rep.Destination = d.cfg.Target.Clusters()
+	rep.Finished, rep.Timeline, rep.Complete = d.cfg.Now(), st.Steps, true
 	if len(st.Steps) > 0 {
 		rep.Started = st.Steps[0].Started
 	}
@@ -152,10 +178,6 @@ func (d *Drill) BuildReport() Report {
 			rep.Anomalies = append(rep.Anomalies, fmt.Sprintf("step %s failed: %s", s.Step, s.Error))
 		}
 	}
-	rep.RTO = RTO{Seconds: d.rto().Seconds(), OutageAt: d.m.outageAt, StopSentAt: d.m.stopSent, StoppedAt: d.m.stopDone,
-		FirstProduceAt: d.m.firstProduceB, FirstConsumeAt: d.m.firstConsumeB}
-	rep.RPO = RPO{ByTopic: map[string]int64{}}
-	d.cfg.Target.fill(&rep)
 	if rep.Groups == nil {
 		rep.Groups = []GroupPosition{}
 	}
@@ -168,6 +190,7 @@ func (d *Drill) BuildReport() Report {
 	if rep.Notes == nil {
 		rep.Notes = []string{}
 	}
+	rep.Cost = Costs(rep)
 	return rep
 }
 
@@ -184,9 +207,14 @@ func (d *Drill) rto() time.Duration {
 	return max(0, last.Sub(d.m.outageAt))
 }
 
-// report writes PATH.json and PATH.md.
-func (d *Drill) report(r *stepRun) error {
+// report writes PATH.json and PATH.md. A complete drill's numbers are
+// audited first (sandbox: against the producers' ledger); the report says
+// how each check went, and a failed one fails the step once it is written.
+func (d *Drill) report(ctx context.Context, r *stepRun) error {
 	rep := d.BuildReport()
+	if rep.Complete {
+		rep.Audit = d.cfg.Target.audit(ctx, &rep, d.m.lme)
+	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
@@ -201,8 +229,32 @@ func (d *Drill) report(r *stepRun) error {
 	d.written = d.cfg.ReportPath
 	d.mu.Unlock()
 	r.line("RPO %s, RTO %.3fs, %d anomalies", rpoText(rep.RPO), rep.RTO.Seconds, len(rep.Anomalies))
+	if rep.Quarantine != nil {
+		r.line("the loss three ways: %d records by the ledger, on %d DIVERGED partitions at failback, %d acknowledged records in the quarantine",
+			rep.RPO.Records, divergedCount(rep.Failback), rep.Quarantine.Acknowledged)
+	}
+	if len(rep.Audit) > 0 {
+		bad := auditFailures(rep.Audit)
+		r.line("audit against the producers' ledger: %d of %d checks agree", len(rep.Audit)-len(bad), len(rep.Audit))
+		for _, b := range bad {
+			r.line("DISAGREES: %s", b)
+		}
+	}
 	r.line("wrote %s.md and %s.json", d.cfg.ReportPath, d.cfg.ReportPath)
+	if bad := auditFailures(rep.Audit); len(bad) > 0 {
+		return fmt.Errorf("%d numbers of the report disagree with the producers' ledger: %s", len(bad), strings.Join(bad, "; "))
+	}
 	return nil
+}
+
+func divergedCount(fb []FailbackPartition) int {
+	n := 0
+	for _, fp := range fb {
+		if fp.Expect == "diverged" {
+			n++
+		}
+	}
+	return n
 }
 
 // rpoText is the RPO in one phrase.
@@ -266,6 +318,14 @@ func Markdown(rep Report) string {
 		}
 		b.WriteString("\n\n")
 	}
+	if len(rep.Cost) > 0 {
+		b.WriteString("## What it cost\n\n")
+		for _, c := range rep.Cost {
+			fmt.Fprintf(&b, "- **%s: %s.** %s\n", c.Label, c.Value, c.Meaning)
+		}
+		b.WriteString("\n")
+	}
+	mdLoss(&b, rep)
 	if len(rep.Groups) > 0 {
 		b.WriteString("## Consumer groups\n\n| group | partition | on A (last sync) | synced to B | on B | read again |\n|---|---|---|---|---|---|\n")
 		for _, p := range rep.Groups {
@@ -301,6 +361,17 @@ func Markdown(rep Report) string {
 		}
 		b.WriteString("\n")
 	}
+	if len(rep.Audit) > 0 {
+		b.WriteString("## Audit against the producers' ledger\n\n| check | result | detail |\n|---|---|---|\n")
+		for _, c := range rep.Audit {
+			res := "agrees"
+			if !c.OK {
+				res = "**DISAGREES**"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCell(c.Check), res, mdCell(c.Detail))
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("## Anomalies\n\n")
 	if len(rep.Anomalies) == 0 {
 		b.WriteString("none\n")
@@ -325,4 +396,38 @@ func offText(o int64) string {
 		return "none"
 	}
 	return fmt.Sprint(o)
+}
+
+// mdLoss writes what was lost, partition by partition, the unclean
+// election's share, what the failback's rebuild kept, and A against B.
+func mdLoss(b *strings.Builder, rep Report) {
+	if len(rep.RPO.Lost) > 0 {
+		b.WriteString("## What was lost\n\n| partition | records | offsets on A | last mirrored offset | DIVERGED at failback | in the quarantine |\n|---|---|---|---|---|---|\n")
+		for _, lp := range rep.RPO.Lost {
+			fmt.Fprintf(b, "| %s/%d | %d | %s | %d | %v | %d |\n", lp.Topic, lp.Partition, lp.Records, lp.Offsets, lp.LME, lp.Diverged, lp.Quarantined)
+		}
+		b.WriteString("\n")
+	}
+	if el := rep.Election; el != nil {
+		fmt.Fprintf(b, "## Unclean leader election on A\n\n%s/%d: broker %d took over from broker %d; epoch %d ends at offset %d. "+
+			"It lost %d records A had acknowledged (offsets %s): %d are on B, mirrored before the election, %d nowhere. "+
+			"%d more were written there without an acknowledgement. The mirror reported: %s.\n\n(%s.)\n\nLost records: %s\n\n",
+			el.Topic, el.Partition, el.NewLeader, el.OldLeader, el.OldEpoch, el.EndOffset, el.Records, orDash(el.Offsets), el.OnB, el.Nowhere,
+			el.Unacknowledged, orDash(el.MirrorError), el.Simulated, orDash(strings.Join(el.IDs, ", ")))
+	}
+	if q := rep.Quarantine; q != nil {
+		fmt.Fprintf(b, "## Rebuild of A\n\n    %s\n\n", q.Command)
+		for _, qt := range q.Topics {
+			fmt.Fprintf(b, "- %s: %d records quarantined in `%s`\n", qt.Topic, qt.Records, qt.Name)
+		}
+		fmt.Fprintf(b, "\nThe quarantine holds %d records: %d A had acknowledged, the %d records of the RPO, and %d it never acknowledged "+
+			"(aborted transactions, writes whose answer the outage cut off).\n\n", q.Read, q.Acknowledged, rep.RPO.Records, q.NeverAcknowledged)
+	}
+	if c := rep.AEqualsB; c != nil {
+		if c.Equal {
+			fmt.Fprintf(b, "After the failback A == B: %d partitions end at the same offsets and hold the same %d records.\n\n", c.Partitions, c.Records)
+		} else {
+			fmt.Fprintf(b, "After the failback A differs from B: %s.\n\n", strings.Join(c.Differences, "; "))
+		}
+	}
 }

@@ -3,9 +3,14 @@ package drill
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/sandbox"
 )
 
@@ -13,10 +18,18 @@ import (
 // it back, moves its own producers and consumer group, and keeps every
 // acknowledgement, so its losses, duplicates and gaps are exact.
 type sandboxTarget struct {
-	sb *sandbox.Sandbox
+	sb       *sandbox.Sandbox
+	scenario Scenario
 
 	// Only the running step touches these.
 	unmirroredAtOutage int64
+	election           *ElectionLoss // ScenarioUnclean, from the outage step
+	elected            sandbox.Election
+	electedIDs         map[string]bool // what the failed leader wrote from the election's end offset on
+	lostParts          []LostPartition
+	failbackEng        *engine.Engine // the instance on A that runs the reverse mirror
+	quarantine         *Quarantine
+	compare            *Compare
 	groupA, groupB     map[int32]int64 // the demo group on A (last acknowledged commit) and on B
 	verified           bool
 	lost               []sandbox.Ack
@@ -24,8 +37,11 @@ type sandboxTarget struct {
 	duplicates, gaps   int64
 }
 
-// SandboxTarget returns the drill target of the demo's sandbox.
-func SandboxTarget(sb *sandbox.Sandbox) Target { return &sandboxTarget{sb: sb} }
+// SandboxTarget returns the drill target of the demo's sandbox, rehearsing
+// scenario.
+func SandboxTarget(sb *sandbox.Sandbox, scenario Scenario) Target {
+	return &sandboxTarget{sb: sb, scenario: scenario}
+}
 
 func (t *sandboxTarget) kind() string { return "sandbox" }
 
@@ -37,7 +53,7 @@ func (t *sandboxTarget) Clusters() (source, destination string) {
 // Instruction is empty for every step: the sandbox does them all.
 func (t *sandboxTarget) Instruction(StepID) string { return "" }
 
-func (t *sandboxTarget) describe(id StepID) (string, string) { return id.Explain(), id.LookAt() }
+func (t *sandboxTarget) describe(id StepID) stepText { return sandboxText(t.scenario, id) }
 
 func (t *sandboxTarget) side(s sandbox.Side) cluster {
 	name := sandbox.ClusterA
@@ -59,6 +75,9 @@ func (t *sandboxTarget) preflight(ctx context.Context, r *stepRun) error {
 		return fmt.Errorf("source cluster A unreachable: %w", err)
 	}
 	r.line("source cluster A reachable at %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","))
+	if err := t.steady(ctx, r); err != nil {
+		return err
+	}
 
 	// Without a commit on A there is no position to compare after the
 	// switch; the demo group commits within a second of starting.
@@ -80,32 +99,236 @@ func (t *sandboxTarget) preflight(ctx context.Context, r *stepRun) error {
 	return nil
 }
 
+// steady waits until the mirror has copied everything A held when it
+// began: a mirror still working off its start-up backlog would make the
+// loss that of a mirror that never ran, not of one running behind. It then
+// says how far behind A the mirror runs.
+func (t *sandboxTarget) steady(ctx context.Context, r *stepRun) error {
+	d, topics := r.d, sandbox.TopicNames()
+	start := d.cfg.Now()
+	held, err := endOffsets(ctx, t.side(sandbox.SideA), topics)
+	if err != nil {
+		return fmt.Errorf("source cluster A: %w", err)
+	}
+	var short []string
+	caught := WaitFor(ctx, d.cfg.StepTimeout, 250*time.Millisecond, func() bool {
+		b, err := endOffsets(ctx, t.destination(), topics)
+		if err != nil {
+			return false
+		}
+		short = short[:0]
+		for tp, ps := range held {
+			for p, o := range ps {
+				if b[tp][p] < o {
+					short = append(short, fmt.Sprintf("%s %d of %d", ptKey(tp, p), b[tp][p], o))
+				}
+			}
+		}
+		return len(short) == 0
+	})
+	if !caught {
+		slices.Sort(short)
+		return fmt.Errorf("the mirror has not copied what A held %s ago (%s): it is still working off its backlog", d.cfg.StepTimeout, strings.Join(firstN(short, 5), ", "))
+	}
+	b, err := endOffsets(ctx, t.destination(), topics)
+	if err != nil {
+		return err
+	}
+	now, behind, oldest := d.cfg.Now(), int64(0), time.Time{}
+	for _, a := range t.sb.Ledger().Acks(func(a *sandbox.Ack) bool { return a.Side == sandbox.SideA }) {
+		if a.Offset >= b[a.Topic][a.Partition] {
+			behind++
+			if oldest.IsZero() || a.At.Before(oldest) {
+				oldest = a.At
+			}
+		}
+	}
+	lag := time.Duration(0)
+	if !oldest.IsZero() {
+		lag = now.Sub(oldest)
+	}
+	r.line("the mirror has copied everything A held when preflight began (in %s) and runs %s behind A (%d acknowledged records not on B yet)",
+		now.Sub(start).Round(time.Millisecond), lag.Round(time.Millisecond), behind)
+	return nil
+}
+
 func (t *sandboxTarget) snapshot(r *stepRun) {
 	acked, _ := t.sb.Ledger().Count(sandbox.SideA)
 	r.line("A acknowledged %d records so far", acked)
 }
 
-// outage takes A down. The producers keep writing to it (and failing);
-// what it acknowledged beyond B's log end is counted now by offset, and
-// exactly by record id in verify.
+// outage is the scenario's disaster: A taken down mid-stream (after an
+// unclean election on it, in ScenarioUnclean), or the producers stopped
+// for a planned cutover. What A acknowledged beyond B's log end is counted
+// now by offset, and exactly by record id in verify.
 func (t *sandboxTarget) outage(ctx context.Context, r *stepRun) error {
 	d, sb := r.d, t.sb
+	switch t.scenario {
+	case ScenarioPlanned:
+		return t.cutover(ctx, r)
+	case ScenarioUnclean:
+		if err := t.elect(ctx, r); err != nil {
+			return err
+		}
+	case ScenarioRegionLoss:
+	}
 	sb.TakeDownA()
 	d.m.outageAt = d.cfg.Now()
 	r.line("cluster A is down at %s; producers on A keep retrying", d.m.outageAt.Format("15:04:05.000"))
+	if o, ok := sb.Link(); ok {
+		r.line("the mirror reached A across a link adding %s round trip (%s)", o.RTT, sandbox.BandwidthText(o.Bandwidth))
+	}
+	return t.countUnmirrored(ctx, r)
+}
+
+// countUnmirrored counts what A acknowledged beyond B's log end, and how
+// far back the oldest of it goes.
+func (t *sandboxTarget) countUnmirrored(ctx context.Context, r *stepRun) error {
+	d := r.d
 	ends, err := endOffsets(ctx, t.destination(), sandbox.TopicNames())
 	if err != nil {
 		return err
 	}
-	acks := sb.Ledger().Acks(func(a *sandbox.Ack) bool { return a.Side == sandbox.SideA })
+	acks := t.sb.Ledger().Acks(func(a *sandbox.Ack) bool { return a.Side == sandbox.SideA })
 	t.unmirroredAtOutage = 0
+	var oldest time.Time
 	for _, a := range acks {
 		if a.Offset >= ends[a.Topic][a.Partition] {
 			t.unmirroredAtOutage++
+			if oldest.IsZero() || a.At.Before(oldest) {
+				oldest = a.At
+			}
 		}
 	}
-	r.line("A acknowledged %d records in all; %d of them are beyond B's log end (acknowledged but not mirrored)", len(acks), t.unmirroredAtOutage)
+	behind := ""
+	if !oldest.IsZero() {
+		behind = fmt.Sprintf("; the oldest was acknowledged %s before", d.m.outageAt.Sub(oldest).Round(time.Millisecond))
+	}
+	r.line("A acknowledged %d records in all; %d of them are beyond B's log end (acknowledged but not mirrored)%s", len(acks), t.unmirroredAtOutage, behind)
 	return nil
+}
+
+// cutover is the planned failover's first half: the producers on A stop,
+// A stays up, and the mirror catches up until B holds every offset A has
+// and no mirrored transaction is open.
+func (t *sandboxTarget) cutover(ctx context.Context, r *stepRun) error {
+	d, sb := r.d, t.sb
+	sb.StopProducers()
+	d.m.outageAt = d.cfg.Now()
+	r.line("producers on A stopped at %s; A stays up", d.m.outageAt.Format("15:04:05.000"))
+	topics := sandbox.TopicNames()
+	var behind int64
+	caught := WaitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool {
+		a, errA := endOffsets(ctx, t.side(sandbox.SideA), topics)
+		b, errB := endOffsets(ctx, t.destination(), topics)
+		if errA != nil || errB != nil {
+			return false
+		}
+		behind = 0
+		for tp, ps := range a {
+			for p, o := range ps {
+				behind += max(0, o-b[tp][p])
+			}
+		}
+		for _, p := range d.mirrorOf(d.cfg.Engine.Snapshot()) {
+			behind += int64(p.OpenTxns)
+		}
+		return behind == 0
+	})
+	if !caught {
+		return fmt.Errorf("the mirror did not catch up within %s of the producers stopping (%d offsets or open transactions behind)", d.cfg.StepTimeout, behind)
+	}
+	r.line("the mirror caught up in %s: B holds every offset A has, no mirrored transaction open (lag 0)", d.cfg.Now().Sub(d.m.outageAt).Round(time.Millisecond))
+	return t.countUnmirrored(ctx, r)
+}
+
+// electedTopic is the partition the unclean scenario's election hits: the
+// clicks producer writes with acks=1, the writes an unclean election
+// loses first.
+const (
+	electedTopic     = "clicks"
+	electedPartition = int32(0)
+	// electionBehind is how far the replica that takes over was behind
+	// the failed leader.
+	electionBehind = time.Second
+)
+
+// elect runs the unclean leader election of ScenarioUnclean: a replica
+// electionBehind behind becomes leader of electedTopic/electedPartition,
+// and the mirror must find it.
+func (t *sandboxTarget) elect(ctx context.Context, r *stepRun) error {
+	d, sb := r.d, t.sb
+	mine := func(a *sandbox.Ack) bool {
+		return a.Side == sandbox.SideA && a.Topic == electedTopic && a.Partition == electedPartition
+	}
+	acks := sb.Ledger().Acks(mine)
+	if len(acks) == 0 {
+		return fmt.Errorf("unclean election: A acknowledged nothing on %s yet", ptKey(electedTopic, electedPartition))
+	}
+	// The new leader's log ends where the failed leader's stood
+	// electionBehind ago: at the first record acknowledged since.
+	cut := d.cfg.Now().Add(-electionBehind)
+	end := acks[len(acks)-1].Offset + 1
+	for _, a := range acks {
+		if !a.At.Before(cut) {
+			end = a.Offset
+			break
+		}
+	}
+	el, err := sb.UncleanElection(electedTopic, electedPartition, end)
+	if err != nil {
+		return err
+	}
+	r.line("unclean leader election on A: the leader of %s (broker %d) failed; broker %d, %s behind it, took over with epoch %d",
+		ptKey(el.Topic, el.Partition), el.OldLeader, el.NewLeader, electionBehind, el.OldEpoch+1)
+	r.line("the new leader's log ends at offset %d: what the failed leader wrote from there on is gone from A", el.EndOffset)
+	var p engine.PartitionSnapshot
+	seen := WaitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool {
+		for _, q := range d.mirrorOf(d.cfg.Engine.Snapshot()) {
+			if q.Topic == el.Topic && q.Partition == el.Partition {
+				p = q
+			}
+		}
+		return p.State == partition.Failed || p.State == partition.ULERecovery
+	})
+	if !seen {
+		return fmt.Errorf("the mirror did not report the unclean election on %s within %s (%s)", ptKey(el.Topic, el.Partition), d.cfg.StepTimeout, p.State)
+	}
+	r.line("the mirror found it: %s %s%s", ptKey(el.Topic, el.Partition), p.State, errText(p.Error))
+	// What the election lost is what the failed leader wrote from the
+	// end offset on: the records of the old epoch there (A keeps them,
+	// see sandbox.UncleanElection).
+	written, err := oldEpochIDs(ctx, t.side(sandbox.SideA), el, d.cfg.StepTimeout)
+	if err != nil {
+		return err
+	}
+	loss := electionLoss(el, written, sb.Ledger().Acks(mine))
+	loss.MirrorError = p.Error
+	t.election, t.elected, t.electedIDs = &loss, el, written
+	r.line("the election lost the %d records A had acknowledged on %s at offsets %s (acks=1 producer)",
+		loss.Records, ptKey(el.Topic, el.Partition), orDash(loss.Offsets))
+	return nil
+}
+
+// oldEpochIDs reads the ids of the records of el's partition that the
+// failed leader wrote from el.EndOffset on (leader epoch up to el.OldEpoch).
+func oldEpochIDs(ctx context.Context, a cluster, el sandbox.Election, timeout time.Duration) (map[string]bool, error) {
+	ends, err := endOffsets(ctx, a, []string{el.Topic})
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	from := offsets{el.Topic: {el.Partition: el.EndOffset}}
+	to := offsets{el.Topic: {el.Partition: ends[el.Topic][el.Partition]}}
+	err = readRange(ctx, a, from, to, false, timeout, func(r *kgo.Record) {
+		if r.LeaderEpoch <= el.OldEpoch {
+			ids[sandbox.IDOf(r.Value)] = true
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read what the election lost on A: %w", err)
+	}
+	return ids, nil
 }
 
 // afterFailover measures nothing more: A is down, and verify counts the
@@ -124,6 +347,8 @@ func (t *sandboxTarget) fill(rep *Report) {
 		rep.RPO.ByTopic[a.Topic]++
 		rep.RPO.LostIDs = append(rep.RPO.LostIDs, a.ID)
 	}
+	rep.Scenario, rep.RPO.Lost = t.scenario.String(), t.lostParts
+	rep.Election, rep.Quarantine, rep.AEqualsB = t.election, t.quarantine, t.compare
 	rep.Writable = fmt.Sprintf("the moved producers' writes acknowledged by B on every topic (%d records)", t.ackedB)
 	rep.RTO.How = "outage → first produce acknowledged by B and first record the group processed from B"
 	rep.Group = &GroupResult{Group: sandbox.GroupID, Topic: sandbox.ProcessedTopic, Duplicates: t.duplicates, Gaps: t.gaps,

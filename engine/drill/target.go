@@ -29,8 +29,9 @@ type Target interface {
 
 	// kind names the target in the report.
 	kind() string
-	// describe is the step's explanation and where to look on the console.
-	describe(id StepID) (explain, lookAt string)
+	// describe is the step's title, its explanation and where to look on
+	// the console.
+	describe(id StepID) stepText
 	// destination is how the drill's own readers reach B.
 	destination() cluster
 	// wantTopics are the topics preflight waits to see MIRRORING (nil: the
@@ -44,6 +45,10 @@ type Target interface {
 	verify(ctx context.Context, r *stepRun) error
 	failback(ctx context.Context, r *stepRun) error
 	fill(rep *Report)
+	// audit holds rep's numbers against what the target knows
+	// independently (the sandbox's ledger); nil when it knows nothing
+	// more. lme is the forward mirror's last mirrored offsets at the stop.
+	audit(ctx context.Context, rep *Report, lme map[string]int64) []AuditCheck
 }
 
 // Mirror is the engine instance as the drill uses it: its snapshot, and

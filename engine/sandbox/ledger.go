@@ -28,15 +28,52 @@ type Ack struct {
 	Side      Side
 }
 
-// Ledger keeps every acknowledged record. It is what makes the drill's RPO
-// exact: the producers' own acks, not an estimate from lag.
+// Unacked is a record a demo producer wrote, or tried to, that no cluster
+// acknowledged: its produce failed or was abandoned when the producers
+// stopped, or its transaction was not acknowledged as committed (aborted
+// on purpose, every fourth one, or its commit failed or was cut off). A
+// cluster may hold it all the same: a write whose answer an outage cut
+// off, or an aborted transaction's records.
+type Unacked struct {
+	ID    string
+	Topic string
+	Side  Side
+	InTxn bool // part of a transaction, not a single produce
+}
+
+// Ledger keeps every acknowledged record, and every record written that
+// was not acknowledged. It is what makes the drill's RPO exact: the
+// producers' own acks, not an estimate from lag; and it tells a record a
+// cluster holds without having acknowledged it from one it lost.
 type Ledger struct {
-	mu   sync.Mutex
-	acks []Ack
-	fail map[Side]int64 // produce attempts that were not acknowledged
+	mu      sync.Mutex
+	acks    []Ack
+	unacked []Unacked
+	fail    map[Side]int64 // produce attempts that were not acknowledged
 }
 
 func newLedger() *Ledger { return &Ledger{fail: map[Side]int64{}} }
+
+// notAcked notes records that were not acknowledged; failed counts them
+// as failed attempts too unless they were aborted on purpose.
+func (l *Ledger) notAcked(failed bool, u ...Unacked) {
+	l.mu.Lock()
+	l.unacked = append(l.unacked, u...)
+	if failed {
+		for _, x := range u {
+			l.fail[x.Side]++
+		}
+	}
+	l.mu.Unlock()
+}
+
+// Unacked returns a copy of the records written without acknowledgement
+// that match keep (all when keep is nil).
+func (l *Ledger) Unacked(keep func(*Unacked) bool) []Unacked {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return kept(l.unacked, keep)
+}
 
 func (l *Ledger) add(a ...Ack) {
 	l.mu.Lock()
@@ -55,10 +92,15 @@ func (l *Ledger) failed(s Side, n int64) {
 func (l *Ledger) Acks(keep func(*Ack) bool) []Ack {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Ack, 0, len(l.acks))
-	for i := range l.acks {
-		if keep == nil || keep(&l.acks[i]) {
-			out = append(out, l.acks[i])
+	return kept(l.acks, keep)
+}
+
+// kept copies the items that match keep (all when keep is nil).
+func kept[T any](items []T, keep func(*T) bool) []T {
+	out := make([]T, 0, len(items))
+	for i := range items {
+		if keep == nil || keep(&items[i]) {
+			out = append(out, items[i])
 		}
 	}
 	return out

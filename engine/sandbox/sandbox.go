@@ -24,6 +24,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/logging/kfakelog"
+	"github.com/kmirror/kmirror/internal/linkproxy"
 )
 
 // Cluster ids of the demo clusters. They say which side is which.
@@ -40,6 +41,11 @@ type Options struct {
 	// NoClients starts the clusters and topics without producers or the
 	// consumer group.
 	NoClients bool
+	// Link, when set, puts A in another region: the mirror reaches A
+	// through a model of the WAN link between the regions (an added round
+	// trip and a bandwidth cap, see SourceBootstrap), while A's own
+	// producers and consumer group, in A's region, reach it directly.
+	Link *linkproxy.Options
 	// Logger hears the clusters' brokers (cluster=A or B); nil: nothing
 	// is logged.
 	Logger *slog.Logger
@@ -53,6 +59,7 @@ type Sandbox struct {
 	dir    string
 	tmpDir bool
 	portsA []int
+	link   *linkproxy.Link // in front of A, nil without Options.Link
 	log    *slog.Logger
 
 	ledger   *Ledger
@@ -103,6 +110,14 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		s.Close()
 		return nil, err
 	}
+	if opts.Link != nil {
+		// The proxies stay up through A's outage: A restarts on the same
+		// ports behind them.
+		if s.link, err = linkproxy.Start(a.ListenAddrs(), *opts.Link); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("link in front of cluster A: %w", err)
+		}
+	}
 	if opts.NoClients {
 		return s, nil
 	}
@@ -145,6 +160,24 @@ func (s *Sandbox) Bootstrap(side Side) []string {
 		return addrs("127.0.0.1", s.portsA)
 	}
 	return s.B.ListenAddrs()
+}
+
+// SourceBootstrap is how the mirror reaches A: through the link when A is
+// in another region, else A's own addresses.
+func (s *Sandbox) SourceBootstrap() []string {
+	if s.link != nil {
+		return s.link.Addrs()
+	}
+	return s.Bootstrap(SideA)
+}
+
+// Link returns what the link in front of A adds, and false when there is
+// none.
+func (s *Sandbox) Link() (linkproxy.Options, bool) {
+	if s.link == nil {
+		return linkproxy.Options{}, false
+	}
+	return s.link.Options(), true
 }
 
 func addrs(host string, ports []int) []string {
@@ -246,6 +279,10 @@ func (s *Sandbox) RestartA() error {
 func (s *Sandbox) Describe(w io.Writer) {
 	fmt.Fprintf(w, "cluster A (%s, source):      %s\n", ClusterA, strings.Join(s.Bootstrap(SideA), ","))
 	fmt.Fprintf(w, "cluster B (%s, destination): %s\n", ClusterB, strings.Join(s.Bootstrap(SideB), ","))
+	if o, ok := s.Link(); ok {
+		fmt.Fprintf(w, "A is in another region: the mirror reaches it through a link adding %s round trip, %s (%s)\n",
+			o.RTT, BandwidthText(o.Bandwidth), strings.Join(s.SourceBootstrap(), ","))
+	}
 	var ts []string
 	for _, t := range Topics {
 		c := ""
@@ -271,7 +308,23 @@ func (s *Sandbox) Close() {
 		s.B.Close()
 	}
 	s.mu.Unlock()
+	if s.link != nil {
+		s.link.Close()
+	}
 	if s.tmpDir {
 		_ = os.RemoveAll(s.dir)
 	}
+}
+
+// BandwidthText says a link's bandwidth cap for people.
+func BandwidthText(bytesPerSecond int64) string {
+	switch {
+	case bytesPerSecond <= 0:
+		return "no bandwidth cap"
+	case bytesPerSecond >= 1<<20 && bytesPerSecond%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB/s", bytesPerSecond>>20)
+	case bytesPerSecond >= 1<<10 && bytesPerSecond%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB/s", bytesPerSecond>>10)
+	}
+	return fmt.Sprintf("%d B/s", bytesPerSecond)
 }

@@ -44,3 +44,24 @@ func TestIsTransactionalNamesOnlyPayments(t *testing.T) {
 		}
 	}
 }
+
+func TestLedgerKeepsUnacknowledgedWrites(t *testing.T) {
+	l := newLedger()
+	l.notAcked(true, Unacked{ID: "orders/A/1", Topic: "orders", Side: SideA})
+	l.notAcked(false, Unacked{ID: "payments/A/1", Topic: "payments", Side: SideA, InTxn: true}, Unacked{ID: "payments/A/2", Topic: "payments", Side: SideA, InTxn: true})
+	if _, failed := l.Count(SideA); failed != 1 {
+		t.Fatalf("%d failed attempts, want 1: an intended abort is not a failure", failed)
+	}
+	txn := l.Unacked(func(u *Unacked) bool { return u.InTxn })
+	if len(txn) != 2 || txn[0].ID != "payments/A/1" || len(l.Unacked(nil)) != 3 {
+		t.Fatalf("unacknowledged in transactions %+v, all %d", txn, len(l.Unacked(nil)))
+	}
+}
+
+func TestBandwidthText(t *testing.T) {
+	for in, want := range map[int64]string{0: "no bandwidth cap", 512 << 10: "512 KiB/s", 2 << 20: "2 MiB/s", 1500: "1500 B/s"} {
+		if got := BandwidthText(in); got != want {
+			t.Errorf("BandwidthText(%d) = %q, want %q", in, got, want)
+		}
+	}
+}

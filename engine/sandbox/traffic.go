@@ -2,12 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Kind says how a topic's producer writes.
@@ -90,7 +93,7 @@ func startTraffic(bootstrap []string, side Side, ledger *Ledger, seq map[string]
 		case KindPlain:
 			opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck()))
 		case KindTransactional:
-			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("demo-%s-%s", t.Name, side)))
+			opts = append(opts, kgo.TransactionalID(TransactionalID(t.Name, side)))
 		case KindIdempotent:
 		}
 		cl, err := kgo.NewClient(opts...)
@@ -115,11 +118,28 @@ func startTraffic(bootstrap []string, side Side, ledger *Ledger, seq map[string]
 // counted as failed, never as acknowledged.
 func (tr *Traffic) Stop() {
 	tr.cancel()
+	// On a cluster that answers, the transactional producer aborts its
+	// open transaction as it stops; closing its client first would leave
+	// the transaction open (and the partition's last stable offset held)
+	// until the coordinator times it out. On a dead cluster the producers
+	// wait for their records until the clients close.
+	done := make(chan struct{})
+	go func() { tr.wg.Wait(); close(done) }()
+	t := time.NewTimer(abortBound + time.Second)
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	t.Stop()
 	for _, cl := range tr.clients {
 		cl.Close() // fails buffered records, which unblocks a producer waiting on a dead cluster
 	}
-	tr.wg.Wait()
+	<-done
 }
+
+// abortBound bounds the abort of the open transaction when the producers
+// stop: the cluster may be the one that is down.
+const abortBound = 3 * time.Second
 
 const trafficTick = 50 * time.Millisecond
 
@@ -148,7 +168,7 @@ func (tr *Traffic) produce(ctx context.Context, cl *kgo.Client, t Topic, seq *at
 			r, id := tr.record(t, seq.Add(1))
 			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 				if err != nil {
-					tr.ledger.failed(tr.side, 1)
+					tr.ledger.notAcked(true, Unacked{ID: id, Topic: t.Name, Side: tr.side})
 					return
 				}
 				tr.ledger.add(Ack{ID: id, Topic: t.Name, Partition: r.Partition, Offset: r.Offset, At: time.Now(), Side: tr.side})
@@ -182,32 +202,43 @@ func (tr *Traffic) transact(ctx context.Context, cl *kgo.Client, t Topic, seq *a
 		res := cl.ProduceSync(ctx, recs...)
 		commit := kgo.TransactionEndTry(res.FirstErr() == nil && txn%4 != 0)
 		err := cl.EndTransaction(ctx, commit)
+		unacked := func(failed bool) {
+			u := make([]Unacked, len(ids))
+			for i, id := range ids {
+				u[i] = Unacked{ID: id, Topic: t.Name, Side: tr.side, InTxn: true}
+			}
+			tr.ledger.notAcked(failed, u...)
+		}
 		if ctx.Err() != nil {
 			// Stopping: abort whatever is still open so the cluster's last
 			// stable offset is not held back until the transaction times
 			// out. Bounded, because the cluster may be the one that is down.
-			actx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			actx, cancel := context.WithTimeout(context.Background(), abortBound)
 			_ = cl.AbortBufferedRecords(actx)
 			_ = cl.EndTransaction(actx, kgo.TryAbort)
 			cancel()
 			if err != nil || !bool(commit) {
+				unacked(err != nil)
 				return
 			}
 		}
 		if err != nil {
-			tr.ledger.failed(tr.side, int64(len(recs)))
+			unacked(true)
 			// A failed commit leaves the producer unusable until it aborts
 			// what it buffered; the next loop begins afresh.
 			_ = cl.AbortBufferedRecords(ctx)
 			continue
 		}
 		if !bool(commit) {
-			continue // an intended abort: nothing was acknowledged
+			unacked(false) // an intended abort: nothing was acknowledged
+			continue
 		}
 		now := time.Now()
 		acks := make([]Ack, len(res))
 		for i, r := range res {
-			acks[i] = Ack{ID: ids[i], Topic: t.Name, Partition: r.Record.Partition, Offset: r.Record.Offset, At: now, Side: tr.side}
+			// ProduceSync lists results as they complete, not in the
+			// order the records were given: the id comes from the record.
+			acks[i] = Ack{ID: IDOf(r.Record.Value), Topic: t.Name, Partition: r.Record.Partition, Offset: r.Record.Offset, At: now, Side: tr.side}
 		}
 		tr.ledger.add(acks...)
 	}
@@ -221,4 +252,61 @@ func IsTransactional(topic string) bool {
 		}
 	}
 	return false
+}
+
+// TransactionalID is the transactional id the demo's producer of topic
+// uses on side.
+func TransactionalID(topic string, side Side) string { return fmt.Sprintf("demo-%s-%s", topic, side) }
+
+// FenceTransactions ends what the demo's transactional producers left open
+// on side: an InitProducerID on each of their transactional ids bumps the
+// epoch, and the coordinator aborts the open transaction (as Kafka's
+// kafka-transactions.sh abort does). After an outage their clients are
+// gone, and an open transaction would hold the partitions' last stable
+// offset until the coordinator's timeout, then write its abort marker.
+// It returns the transactional ids it fenced.
+func (s *Sandbox) FenceTransactions(ctx context.Context, side Side) ([]string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Bootstrap(side)...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var ids []string
+	for _, t := range Topics {
+		if t.Kind != KindTransactional {
+			continue
+		}
+		id := TransactionalID(t.Name, side)
+		if err := fence(ctx, cl, id); err != nil {
+			return ids, fmt.Errorf("fence transactional id %s on %s: %w", id, side, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// fence bumps the epoch of transactional id, retrying while the
+// coordinator is still ending the transaction it aborts for it.
+func fence(ctx context.Context, cl *kgo.Client, id string) error {
+	tk := time.NewTicker(100 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &id, 60_000
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if !errors.Is(err, kerr.ConcurrentTransactions) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tk.C:
+		}
+	}
 }

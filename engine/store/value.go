@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/partition"
@@ -124,6 +125,12 @@ type PartitionRecord struct {
 	// after a restart, never re-initialised (that would abort it and write a
 	// marker the source does not have).
 	Txns []TxnProducer `json:"txns,omitempty"`
+	// StopAborted are the first offsets of the mirrored transactions the
+	// stop (failover) aborted on the destination. Their records lie at or
+	// below the LME on both clusters, but where the source committed them
+	// they are lost: a failback that rebuilds the source quarantines from
+	// the lowest of them, not only past the LME.
+	StopAborted []int64 `json:"stopAborted,omitempty"`
 }
 
 // TxnProducer is one mapped transactional producer of a partition.
@@ -278,6 +285,8 @@ func (r PartitionRecord) validate() error {
 		return fmt.Errorf("negative attempt %d", r.Attempt)
 	case r.LastOffset < -1:
 		return fmt.Errorf("last offset %d below -1", r.LastOffset)
+	case slices.ContainsFunc(r.StopAborted, func(o int64) bool { return o < 0 }):
+		return fmt.Errorf("negative first offset of a transaction aborted at stop in %v", r.StopAborted)
 	}
 	if err := validTime("nextRetry", r.NextRetry); err != nil {
 		return err

@@ -31,6 +31,15 @@ func (m *Mapper) locateMarker(ctx context.Context, pid, from int64) int64 {
 	return at
 }
 
+// Committed reports whether the destination holds a commit marker of
+// producer pid at or after offset from: a transaction kmirror meant to
+// abort may have been committed already by an EndTxn whose answer never
+// came back.
+func (m *Mapper) Committed(ctx context.Context, pid, from int64) (bool, error) {
+	at, commit, err := m.searchMarker(ctx, pid, from)
+	return at >= 0 && commit, err
+}
+
 // searchMarker is locateMarker's search; it also returns the marker's
 // outcome (true for commit).
 func (m *Mapper) searchMarker(ctx context.Context, pid, from int64) (at int64, commit bool, err error) {

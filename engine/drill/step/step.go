@@ -172,6 +172,16 @@ type Status struct {
 	Steps      []Record
 	Running    bool
 	ReportPath string // set once the report is written
+	// Cost explains each number measured so far (after every step).
+	Cost []Cost
+}
+
+// Cost is one number the drill measured, with one sentence on what it
+// means for the business and what would shrink it.
+type Cost struct {
+	Label   string `json:"label"`
+	Value   string `json:"value"`
+	Meaning string `json:"meaning"`
 }
 
 // Done reports whether every step ran.
