@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/kmirror/kmirror/engine/logging"
-	"github.com/kmirror/kmirror/engine/metrics"
+	"github.com/kmirror/kmirror/metrics"
 )
 
 // modeFlags are the flags each mode takes, for completion; a test checks

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // maxRealigns bounds the realignments MIRRORING tries on its own (after a

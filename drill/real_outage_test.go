@@ -17,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/drill"
+	"github.com/kmirror/kmirror/drill/drilltest"
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/drill"
-	"github.com/kmirror/kmirror/engine/drill/drilltest"
 	"github.com/kmirror/kmirror/engine/enginetest"
 	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"

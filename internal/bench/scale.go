@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // scalePoint is what the engine costs with many idle mirrored partitions
