@@ -309,10 +309,24 @@ func TestRealDrillSourceBackBeforeVerify(t *testing.T) {
 func testSourceBack(t *testing.T, how sourceLoss) {
 	o := runToSwitch(t, how, false)
 	o.restoreSource()
-	srcCl := o.src.Client(t)
+	// The verify step reads the source's ends through --describe, as an
+	// operator would: wait until that view answers for every partition
+	// (the instance notices A again within its reachability checks), not
+	// only until a client of the test's own can reach A.
+	adm, err := engine.NewAdmin(t.Context(), o.dst.Addrs(), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
 	enginetest.Wait(t, stepWait, func() (bool, string) {
-		ends, err := enginetest.Ends(t.Context(), srcCl, "payments")
-		return err == nil && len(ends) == 2, fmt.Sprintf("A after its restart: %v %v", ends, err)
+		rows, err := adm.Describe(t.Context(), "a-to-b")
+		answered := 0
+		for _, r := range rows {
+			if r.SourceOffset >= 0 {
+				answered++
+			}
+		}
+		return err == nil && len(rows) == 5 && answered == len(rows), fmt.Sprintf("A after its restart: %d of %d partitions answered (%v)", answered, len(rows), err)
 	})
 	o.next(drill.StepVerify, "A answers again: RPO 20 offsets", "payments 20")
 	o.next(drill.StepFailback, "DIVERGED, A holds 10 offsets beyond the LME", "delta 5 offsets")
