@@ -318,17 +318,32 @@ func testSourceBack(t *testing.T, how sourceLoss) {
 		t.Fatal(err)
 	}
 	defer adm.Close()
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		rows, err := adm.Describe(t.Context(), "a-to-b")
-		answered := 0
-		for _, r := range rows {
-			if r.SourceOffset >= 0 {
-				answered++
+	// A's brokers come back one by one: wait until it has answered every
+	// poll for two seconds, so the steps that read it see it answer.
+	answering := func() {
+		t.Helper()
+		var since time.Time
+		enginetest.Wait(t, stepWait, func() (bool, string) {
+			rows, err := adm.Describe(t.Context(), "a-to-b")
+			answered := 0
+			for _, r := range rows {
+				if r.SourceOffset >= 0 {
+					answered++
+				}
 			}
-		}
-		return err == nil && len(rows) == 5 && answered == len(rows), fmt.Sprintf("A after its restart: %d of %d partitions answered (%v)", answered, len(rows), err)
-	})
+			if err != nil || len(rows) != 5 || answered != len(rows) {
+				since = time.Time{}
+				return false, fmt.Sprintf("A after its restart: %d of %d partitions answered (%v)", answered, len(rows), err)
+			}
+			if since.IsZero() {
+				since = time.Now()
+			}
+			return time.Since(since) >= 2*time.Second, "A answering for " + time.Since(since).String()
+		})
+	}
+	answering()
 	o.next(drill.StepVerify, "A answers again: RPO 20 offsets", "payments 20")
+	answering()
 	o.next(drill.StepFailback, "DIVERGED, A holds 10 offsets beyond the LME", "delta 5 offsets")
 	o.next(drill.StepReport)
 
