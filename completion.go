@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/kmirror/kmirror/engine/logging"
-	"github.com/kmirror/kmirror/engine/metrics"
+	"github.com/kmirror/kmirror/metrics"
 )
 
 // modeFlags are the flags each mode takes, for completion; a test checks
@@ -20,7 +20,9 @@ var modeFlags = map[string][]string{
 	"demo":    {"--headless", "--no-drill", "--drill-script", "--scenario", "--link-rtt", "--link-bandwidth", "--report", "--step-timeout", "--theme", "--ascii", "--log-file", "--log-level", "--log-format"},
 	"sandbox": {"--log-level", "--log-format"},
 	"bench": {"--size", "--partitions", "--codec", "--repeats", "--quick", "--json", "--brokers", "--profile", "--max-inflight",
-		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale", "--log-level", "--log-format"},
+		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale", "--scale-timeout",
+		"--rtt", "--bandwidth", "--produce-latency", "--measure", "--phases",
+		"--log-level", "--log-format"},
 }
 
 var modes = []string{"run", "console", "demo", "sandbox", "bench", "version", "help", "completion"}

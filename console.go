@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/metrics"
+	"github.com/kmirror/kmirror/metrics"
 	"github.com/kmirror/kmirror/tui"
 )
 

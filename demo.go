@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kmirror/kmirror/drill"
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/drill"
 	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/props"
-	"github.com/kmirror/kmirror/engine/sandbox"
 	"github.com/kmirror/kmirror/internal/linkproxy"
+	"github.com/kmirror/kmirror/sandbox"
 	"github.com/kmirror/kmirror/tui"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/logging"
-	"github.com/kmirror/kmirror/engine/metrics"
+	"github.com/kmirror/kmirror/metrics"
 	"github.com/kmirror/kmirror/tui"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kmirror/kmirror/engine/bench"
+	"github.com/kmirror/kmirror/internal/bench"
 )
 
 // Exit codes: 0 ok, 1 operation failed, 2 usage.

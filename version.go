@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/kmirror/kmirror/engine/metrics"
+	"github.com/kmirror/kmirror/metrics"
 )
 
 // version is kmirror's release, set at build time with

@@ -2,7 +2,7 @@
 # Checks deploy/ with promtool (Debian's prometheus package): the alert
 # rules, their unit tests, and every query of the Grafana dashboard, parsed
 # as a recording rule ($mirror standing for every mirror). That every
-# kmirror series they name exists is engine/metrics' TestDeployUsesKnownMetrics.
+# kmirror series they name exists is metrics' TestDeployUsesKnownMetrics.
 set -euo pipefail
 cd "$(dirname "$0")"
 promtool check rules prometheus/kmirror-rules.yml

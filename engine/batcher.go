@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // batcher merges lookups made at the same time into shared rounds, one

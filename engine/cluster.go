@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // cluster is one Kafka cluster the engine talks to, through a franz-go

@@ -388,7 +388,7 @@ func (f *fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wi
 	if job.session {
 		f.deliverAll(f.sess.answer(fr, f.key.broker, time.Since(clockBase)))
 	} else {
-		f.answer(job.wants, fr, idx)
+		f.answer(job.wants, fr, idx, job.maxWait > 0 && !hasRecords(fr))
 	}
 	return conn, time.Duration(fr.ThrottleMillis) * time.Millisecond
 }
@@ -504,8 +504,13 @@ func (x *wantIndex) find(name string, id [16]byte, p int32) (int, string, bool) 
 }
 
 // answer delivers a Fetch response to the wants it answers; a want the
-// response leaves out gets an error.
-func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, idx *wantIndex) {
+// response leaves out gets an error. expired: the response is a long-poll
+// that waited its whole time with no records for any of its partitions;
+// their wants go into the fetch session instead (a long-poll that ends
+// with another partition's records says nothing about the others: one of
+// them parked now would wait for the session's next request for its next
+// records, up to a long-poll later).
+func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, idx *wantIndex, expired bool) {
 	answered := make([]bool, len(wants))
 	topErr := kerr.ErrorForCode(fr.ErrorCode)
 	at := time.Since(clockBase)
@@ -519,7 +524,7 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, idx *wantIndex) {
 			answered[j] = true
 			w := wants[j]
 			res := resultOf(w, p, name, f.key.broker, at)
-			if res.idleAt(w.offset) && !w.mustAnswer {
+			if expired && res.idleAt(w.offset) && !w.mustAnswer {
 				// Nothing new: the partition waits in the session
 				// from now on, its runner left asleep.
 				w.to.stats.setSource(res.hwm, res.logStart)
@@ -539,6 +544,19 @@ func (f *fetcher) answer(wants []want, fr *kmsg.FetchResponse, idx *wantIndex) {
 		}
 		w.to.deliver(fetchResult{gen: w.gen, offset: w.offset, err: fmt.Errorf("fetch %s/%d from source broker %d: partition missing from response: %w", w.topic(), w.partition, f.key.broker, err)})
 	}
+}
+
+// hasRecords reports whether a Fetch response holds records for any
+// partition.
+func hasRecords(fr *kmsg.FetchResponse) bool {
+	for _, t := range fr.Topics {
+		for i := range t.Partitions {
+			if len(t.Partitions[i].RecordBatches) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resultOf is the fetch result of w from its partition's answer p (of

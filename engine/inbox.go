@@ -23,8 +23,8 @@ type inbox struct {
 	exited     bool               // run has returned: events are dropped
 	checkpoint bool               // the mirror asks for the last mirrored offset to be written
 	retryDue   bool               // the retry timer of retrySeq fired
-	retrySeq   uint32             // the retry scheduled last
 	stopQueued bool               // a stop was handed over and no start since (topicStopped)
+	retrySeq   uint32             // the retry scheduled last
 	cancelWork context.CancelFunc // interrupts the work in progress for a command
 	wake       chan struct{}      // capacity 1
 }

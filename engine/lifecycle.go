@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // maxRealigns bounds the realignments MIRRORING tries on its own (after a
@@ -87,7 +87,7 @@ func (r *runner) exit() {
 	}
 	r.markExited()
 	r.m.e.starter.started(r)
-	r.done.Done()
+	r.tc.running.Done()
 	r.m.e.wg.Done()
 }
 

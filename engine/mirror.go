@@ -327,8 +327,7 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 			}
 			m.topicCtx[topic] = tc
 		}
-		rctx, running := tc.ctx, &tc.running
-		running.Add(1)
+		tc.running.Add(1)
 		if n := int(p) + 1; n > len(tc.byPartition) {
 			tc.byPartition = append(tc.byPartition, make([]*runner, n-len(tc.byPartition))...)
 		}
@@ -341,7 +340,7 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		// The runner's goroutines are counted in the engine's and the
 		// topic's wait groups from here until it exits (exit), across
 		// the goroutines a parked runner is woken in (park.go).
-		r.ctx, r.done = rctx, running
+		r.tc = tc
 		m.e.wg.Add(1)
 		m.e.starter.start(r, initial)
 	}

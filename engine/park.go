@@ -42,7 +42,7 @@ func (r *runner) park() bool {
 // unpark starts a goroutine for the runner if it is parked.
 func (r *runner) unpark() {
 	if r.parked.Load() && r.parked.CompareAndSwap(true, false) {
-		go r.loop(r.ctx) // counted since addTopic, see exit
+		go r.loop(r.tc.ctx) // counted since addTopic, see exit
 	}
 }
 
@@ -109,7 +109,7 @@ func (s *starter) start(r *runner, initial []partition.Event) {
 	s.running++
 	s.mu.Unlock()
 	r.starting = true
-	go r.run(r.ctx, initial...)
+	go r.run(r.tc.ctx, initial...)
 }
 
 // started gives back the start slot of r, if it holds one, to the next
@@ -130,5 +130,5 @@ func (s *starter) started(r *runner) {
 	s.queue = s.queue[1:]
 	s.mu.Unlock()
 	next.r.starting = true
-	go next.r.run(next.r.ctx, next.initial...)
+	go next.r.run(next.r.tc.ctx, next.initial...)
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/batch"
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 var zstdCodec = kgo.ZstdCompression()

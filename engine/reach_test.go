@@ -16,9 +16,9 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
-	"github.com/kmirror/kmirror/engine/metrics"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/metrics"
 )
 
 // newReachEnv starts a joined instance mirroring topic from a source whose

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // A rebuild's steps. Each one is recorded (store.RebuildRecord, in

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // replayStall bounds the wait for a shard's replay once the reader stops

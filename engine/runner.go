@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,8 +60,10 @@ type runner struct {
 	srcHWM    int64         // source high watermark from the last fetch answer, -1 before the first
 	rare      *runnerRare   // nil until needed
 
-	ctx  context.Context // the runner's, for the goroutine a wake starts (park.go)
-	done *sync.WaitGroup // the topic's runners still running, until this one exits
+	// tc is the runner's topic: its context, for the goroutine a wake
+	// starts (park.go), and the count of its runners still running,
+	// until this one exits.
+	tc *topicCancel
 }
 
 // runnerRare is what few runners need, kept apart so that thousands of

@@ -8,7 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
-	"github.com/kmirror/kmirror/engine/drill/step"
+	"github.com/kmirror/kmirror/drill/step"
 	"github.com/kmirror/kmirror/keymap"
 	"github.com/kmirror/kmirror/views"
 )

@@ -7,7 +7,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/exp/golden"
 
-	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/drill"
 )
 
 // finishedDrill is a fake drill whose every step has passed, with the

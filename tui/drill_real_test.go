@@ -12,9 +12,9 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kmirror/kmirror/drill"
+	"github.com/kmirror/kmirror/drill/drilltest"
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/drill"
-	"github.com/kmirror/kmirror/engine/drill/drilltest"
 	"github.com/kmirror/kmirror/engine/enginetest"
 	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"

@@ -13,7 +13,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/kmirror/kmirror/engine/drill"
+	"github.com/kmirror/kmirror/drill"
 )
 
 // fakeDrill is a drill driver whose steps pass at once with one line each,

@@ -6,7 +6,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/kmirror/kmirror/engine/drill/step"
+	"github.com/kmirror/kmirror/drill/step"
 )
 
 // DrillPanel is what the drill side panel shows besides the drill's own

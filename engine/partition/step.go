@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // ErrRejected matches every *RejectedError (errors.Is).

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/engine/batch"
-	"github.com/kmirror/kmirror/engine/internal/backoff"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // pollPolicy paces the wait for a marker: the first look comes almost at

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // Request keys whose advertised versions decide how partitions join a

@@ -13,16 +13,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/metrics"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/metrics"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md from the registry")
 
-const docPath = "../../docs/metrics.md"
+const docPath = "../docs/metrics.md"
 
 // TestMetricsDoc: docs/metrics.md is what the registry says, so a metric
-// added without its line fails here. go generate ./engine/metrics (or
+// added without its line fails here. go generate ./metrics (or
 // go test -run TestMetricsDoc -update) rewrites it.
 func TestMetricsDoc(t *testing.T) {
 	want := metrics.Markdown()
@@ -36,10 +36,10 @@ func TestMetricsDoc(t *testing.T) {
 	}
 	got, err := os.ReadFile(docPath)
 	if err != nil {
-		t.Fatalf("%v (go generate ./engine/metrics writes it)", err)
+		t.Fatalf("%v (go generate ./metrics writes it)", err)
 	}
 	if string(got) != want {
-		t.Errorf("%s is not what the registry says: run go generate ./engine/metrics", docPath)
+		t.Errorf("%s is not what the registry says: run go generate ./metrics", docPath)
 	}
 	for _, m := range metrics.Metrics() {
 		if !strings.Contains(string(got), "| `"+m.Name+"` | "+string(m.Type)+" |") {
@@ -144,7 +144,7 @@ func TestDeployUsesKnownMetrics(t *testing.T) {
 			}
 		}
 	}
-	files, err := filepath.Glob("../../deploy/*/*")
+	files, err := filepath.Glob("../deploy/*/*")
 	if err != nil {
 		t.Fatal(err)
 	}

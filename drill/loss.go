@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/sandbox"
+	"github.com/kmirror/kmirror/sandbox"
 )
 
 // LostPartition is one partition's share of what the failover lost: the

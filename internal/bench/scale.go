@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // scalePoint is what the engine costs with many idle mirrored partitions
@@ -42,6 +42,18 @@ type scalePoint struct {
 	Goroutines        int     `json:"goroutines"`
 	IdleCPUPercent    float64 `json:"idle_cpu_percent"` // of one core, engine process, nothing to copy
 	StopS             float64 `json:"stop_s"`           // Control(CmdStop) until every partition is STOPPED
+
+	// The CPU time of the engine and of the broker processes during the
+	// start and the stop: what the time went to. The brokers' is sampled
+	// by the bench every quarter second around the windows.
+	StartCPUS          float64 `json:"start_cpu_s"`
+	StopCPUS           float64 `json:"stop_cpu_s"`
+	StartSrcBrokerCPUS float64 `json:"start_source_broker_cpu_s"`
+	StartDstBrokerCPUS float64 `json:"start_destination_broker_cpu_s"`
+	StopDstBrokerCPUS  float64 `json:"stop_destination_broker_cpu_s"`
+	// The windows, as Unix nanoseconds, for the bench to place the
+	// brokers' samples.
+	StartAt, StartedAt, StopAt, StoppedAt int64 `json:",omitempty"`
 }
 
 // idleTopic names the i-th topic of the idle partitions.
@@ -100,7 +112,10 @@ func (b *bench) runScaleChild(ctx context.Context, n, topicSize int) (scalePoint
 	cmd.Env = append(os.Environ(), ScaleEnv+"=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	sampled := b.sampleBrokerCPU(ctx)
+	err = cmd.Run()
+	samples := sampled()
+	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
@@ -111,7 +126,78 @@ func (b *bench) runScaleChild(ctx context.Context, n, topicSize int) (scalePoint
 	if err := json.Unmarshal(stdout.Bytes(), &pt); err != nil {
 		return scalePoint{}, fmt.Errorf("measuring process: unreadable result %q: %w", stdout.String(), err)
 	}
+	pt.StartSrcBrokerCPUS = samples.between(pt.StartAt, pt.StartedAt, func(c cpuSample) time.Duration { return c.src })
+	pt.StartDstBrokerCPUS = samples.between(pt.StartAt, pt.StartedAt, func(c cpuSample) time.Duration { return c.dst })
+	pt.StopDstBrokerCPUS = samples.between(pt.StopAt, pt.StoppedAt, func(c cpuSample) time.Duration { return c.dst })
 	return pt, nil
+}
+
+// cpuSample is the broker processes' CPU time at a moment.
+type cpuSample struct {
+	at       int64 // Unix nanoseconds
+	src, dst time.Duration
+}
+
+type cpuSamples []cpuSample
+
+// sampleBrokerCPU samples the brokers' CPU time every quarter second until
+// the returned function is called, which returns the samples.
+func (b *bench) sampleBrokerCPU(ctx context.Context) func() cpuSamples {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		wg  sync.WaitGroup
+		out cpuSamples
+	)
+	take := func(ctx context.Context) {
+		src, err1 := b.src.cpu(ctx)
+		dst, err2 := b.dst.cpu(ctx)
+		if err1 == nil && err2 == nil {
+			out = append(out, cpuSample{at: time.Now().UnixNano(), src: src, dst: dst})
+		}
+	}
+	wg.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			take(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() cpuSamples {
+		cancel()
+		wg.Wait()
+		take(context.WithoutCancel(ctx))
+		return out
+	}
+}
+
+// between is the CPU time of one process (of) from from to to, Unix
+// nanoseconds, interpolated between the samples around them; 0 without
+// samples on both sides.
+func (cs cpuSamples) between(from, to int64, of func(cpuSample) time.Duration) float64 {
+	at := func(t int64) (time.Duration, bool) {
+		for i := 1; i < len(cs); i++ {
+			a, b := cs[i-1], cs[i]
+			if t >= a.at && t <= b.at {
+				if b.at == a.at {
+					return of(a), true
+				}
+				f := float64(t-a.at) / float64(b.at-a.at)
+				return of(a) + time.Duration(f*float64(of(b)-of(a))), true
+			}
+		}
+		return 0, false
+	}
+	a, ok1 := at(from)
+	b, ok2 := at(to)
+	if !ok1 || !ok2 || to <= from {
+		return 0
+	}
+	return (b - a).Seconds()
 }
 
 // ScaleMain measures one count of idle partitions (see ScaleEnv) and
@@ -222,7 +308,12 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 	if err != nil {
 		return pt, err
 	}
+	startCPU, err := processCPU()
+	if err != nil {
+		return pt, err
+	}
 	start := time.Now()
+	pt.StartAt = start.UnixNano()
 	if err := eng.StartMirror(ctx, b.mirrorConfig(name, b.src.addrs, topics...)); err != nil {
 		stopStartProfile()
 		return pt, err
@@ -244,6 +335,10 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 		return done == n, nil
 	})
 	pt.StartS = time.Since(start).Seconds()
+	pt.StartedAt = time.Now().UnixNano()
+	if c, cerr := processCPU(); cerr == nil {
+		pt.StartCPUS = (c - startCPU).Seconds()
+	}
 	stopStartProfile()
 	if err != nil {
 		return pt, fmt.Errorf("start: %w", err)
@@ -287,7 +382,12 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 	if err != nil {
 		return pt, err
 	}
+	stopCPU, err := processCPU()
+	if err != nil {
+		return pt, err
+	}
 	start = time.Now()
+	pt.StopAt = start.UnixNano()
 	err = eng.Control(ctx, engine.Command{Kind: engine.CmdStop, Mirror: name})
 	if err == nil {
 		err = pollSnapshot(ctx, eng, every, b.opts.scaleTimeout, func(ps []engine.PartitionSnapshot) (bool, error) {
@@ -301,6 +401,10 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, e
 		})
 	}
 	pt.StopS = time.Since(start).Seconds()
+	pt.StoppedAt = time.Now().UnixNano()
+	if c, cerr := processCPU(); cerr == nil {
+		pt.StopCPUS = (c - stopCPU).Seconds()
+	}
 	stopProfile()
 	if err != nil {
 		return pt, fmt.Errorf("stop: %w", err)

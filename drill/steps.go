@@ -1,6 +1,6 @@
 package drill
 
-import "github.com/kmirror/kmirror/engine/drill/step"
+import "github.com/kmirror/kmirror/drill/step"
 
 // The drill's steps, their states and its progress are package step's, so
 // that the console can show a drill without linking the sandbox; the

@@ -17,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/drill"
+	"github.com/kmirror/kmirror/drill/drilltest"
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/drill"
-	"github.com/kmirror/kmirror/engine/drill/drilltest"
 	"github.com/kmirror/kmirror/engine/enginetest"
 	"github.com/kmirror/kmirror/engine/enginetest/states"
 	"github.com/kmirror/kmirror/engine/partition"
@@ -309,12 +309,41 @@ func TestRealDrillSourceBackBeforeVerify(t *testing.T) {
 func testSourceBack(t *testing.T, how sourceLoss) {
 	o := runToSwitch(t, how, false)
 	o.restoreSource()
-	srcCl := o.src.Client(t)
-	enginetest.Wait(t, stepWait, func() (bool, string) {
-		ends, err := enginetest.Ends(t.Context(), srcCl, "payments")
-		return err == nil && len(ends) == 2, fmt.Sprintf("A after its restart: %v %v", ends, err)
-	})
+	// The verify step reads the source's ends through --describe, as an
+	// operator would: wait until that view answers for every partition
+	// (the instance notices A again within its reachability checks), not
+	// only until a client of the test's own can reach A.
+	adm, err := engine.NewAdmin(t.Context(), o.dst.Addrs(), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	// A's brokers come back one by one: wait until it has answered every
+	// poll for two seconds, so the steps that read it see it answer.
+	answering := func() {
+		t.Helper()
+		var since time.Time
+		enginetest.Wait(t, stepWait, func() (bool, string) {
+			rows, err := adm.Describe(t.Context(), "a-to-b")
+			answered := 0
+			for _, r := range rows {
+				if r.SourceOffset >= 0 {
+					answered++
+				}
+			}
+			if err != nil || len(rows) != 5 || answered != len(rows) {
+				since = time.Time{}
+				return false, fmt.Sprintf("A after its restart: %d of %d partitions answered (%v)", answered, len(rows), err)
+			}
+			if since.IsZero() {
+				since = time.Now()
+			}
+			return time.Since(since) >= 2*time.Second, "A answering for " + time.Since(since).String()
+		})
+	}
+	answering()
 	o.next(drill.StepVerify, "A answers again: RPO 20 offsets", "payments 20")
+	answering()
 	o.next(drill.StepFailback, "DIVERGED, A holds 10 offsets beyond the LME", "delta 5 offsets")
 	o.next(drill.StepReport)
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/drill/step"
+	"github.com/kmirror/kmirror/drill/step"
 )
 
 // Cost is one number the drill measured, explained (package step's, so

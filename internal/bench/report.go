@@ -360,10 +360,11 @@ func writeTable(w io.Writer, r *report) error {
 	if len(r.Scale) > 0 {
 		sb.WriteString("\n")
 		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "idle partitions\ttopics\tstart s\theap B/partition\tstack B/partition\tgoroutines\tidle CPU %\tstop s\t")
+		fmt.Fprintln(tw, "idle partitions\ttopics\tstart s\t(CPU-s: engine, source, destination)\theap B/partition\tstack B/partition\tgoroutines\tidle CPU %\tstop s\t(CPU-s: engine, destination)\t")
 		for _, p := range r.Scale {
-			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.0f\t%.0f\t%d\t%.1f\t%.3f\t\n", p.Partitions, p.Topics, p.StartS, p.HeapPerPartition,
-				p.StackPerPartition, p.Goroutines, p.IdleCPUPercent, p.StopS)
+			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.1f %.1f %.1f\t%.0f\t%.0f\t%d\t%.1f\t%.3f\t%.1f %.1f\t\n", p.Partitions, p.Topics, p.StartS,
+				p.StartCPUS, p.StartSrcBrokerCPUS, p.StartDstBrokerCPUS, p.HeapPerPartition,
+				p.StackPerPartition, p.Goroutines, p.IdleCPUPercent, p.StopS, p.StopCPUS, p.StopDstBrokerCPUS)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/metrics"
+	"github.com/kmirror/kmirror/metrics"
 )
 
 // TestInstanceAndMirrorSeries checks the series that are not about one

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kmirror/kmirror/engine/sandbox"
+	"github.com/kmirror/kmirror/sandbox"
 )
 
 // switchClients moves the producers and the consumer group to B. The

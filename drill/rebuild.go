@@ -14,8 +14,8 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/sandbox"
 	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/sandbox"
 )
 
 // Quarantine is what the failback's rebuild kept on A of the records B

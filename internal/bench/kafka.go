@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/wire"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // codecs are the compression codecs the bench can produce with, by name.

@@ -142,6 +142,7 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	fs.DurationVar(&o.fetchMaxWait, "fetch-max-wait", 0, "engine fetch long-poll time (0: engine default)")
 	fetchBytes := fs.String("partition-fetch-bytes", "0", "engine bytes per partition per fetch (0: engine default)")
 	scaleTopic := fs.Int("scale-topic-partitions", o.scaleTopic, "partitions per topic in the 1k/10k-partition measures")
+	fs.DurationVar(&o.scaleTimeout, "scale-timeout", o.scaleTimeout, "bound of the start and of the stop of each idle partition count")
 	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000,100000; 1000,10000 with --quick)")
 	fs.DurationVar(&o.rtt, "rtt", o.rtt, "round trip added to the source in the WAN phases (0: no such phases unless --bandwidth)")
 	bandwidth := fs.String("bandwidth", "0", "bandwidth cap of the source link in the WAN phases, bytes per second each way (e.g. 100MB; 0: none)")
@@ -225,6 +226,9 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	}
 	if o.rtt < 0 || o.produceLatency < 0 {
 		return o, fmt.Errorf("--rtt and --produce-latency must not be negative, got %s and %s", o.rtt, o.produceLatency)
+	}
+	if o.scaleTimeout <= 0 {
+		return o, fmt.Errorf("--scale-timeout must be positive, got %s", o.scaleTimeout)
 	}
 	if o.fetchMaxWait < 0 {
 		return o, fmt.Errorf("--fetch-max-wait must not be negative, got %s", o.fetchMaxWait)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/sandbox"
+	"github.com/kmirror/kmirror/sandbox"
 )
 
 // sandboxTarget is the demo's sandbox: it takes cluster A down and brings

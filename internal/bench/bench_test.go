@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // cliArgs runs the real command from go test, for measuring without a
-// kmirror binary: go test ./engine/bench -run TestCLI -timeout 0 -args -kmirror.bench="--quick --json"
+// kmirror binary: go test ./internal/bench -run TestCLI -timeout 0 -args -kmirror.bench="--quick --json"
 var cliArgs = flag.String("kmirror.bench", "", "run kmirror bench with these space-separated arguments and print its output")
 
 func TestCLI(t *testing.T) {

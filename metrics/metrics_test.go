@@ -14,8 +14,8 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
-	"github.com/kmirror/kmirror/engine/metrics"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/metrics"
 )
 
 // want is one series of an exposition and its value.

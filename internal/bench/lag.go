@@ -15,8 +15,8 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/batch"
-	"github.com/kmirror/kmirror/engine/internal/backoff"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // lagResult is the replication lag the engine adds under a steady load.

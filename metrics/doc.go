@@ -33,8 +33,8 @@ func Markdown() string {
 	perPart, perTopic := seriesPer(ScopePartition), seriesPer(ScopeTopic)
 	fmt.Fprintf(&b, `# Metrics, health and readiness
 
-<!-- Generated from the registry in engine/metrics/registry.go by
-     "go generate ./engine/metrics"; a test fails when they differ. -->
+<!-- Generated from the registry in metrics/registry.go by
+     "go generate ./metrics"; a test fails when they differ. -->
 
 `+"`kmirror run --metrics-addr HOST:PORT`"+` (and `+"`kmirror console --metrics-addr`"+`) serves on one
 listener:

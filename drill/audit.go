@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kmirror/kmirror/engine/sandbox"
+	"github.com/kmirror/kmirror/sandbox"
 )
 
 // AuditCheck is one number of the report held against the producers' own

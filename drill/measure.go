@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine"
-	"github.com/kmirror/kmirror/engine/sandbox"
+	"github.com/kmirror/kmirror/sandbox"
 )
 
 // offsets are per topic, per partition offsets.
