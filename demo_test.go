@@ -49,7 +49,9 @@ func runScript(t *testing.T, sc drill.Scenario) *scriptRun {
 	// Unlike the CLI, the drill does not wait for the group's first
 	// offset sync: the verify step measures what the group does either way.
 	code := runDrillScript(ctx, func() (*drill.Drill, error) {
-		return drill.New(drill.Config{Target: drill.SandboxTarget(env.sb, sc), Engine: env.eng, Mirror: demoMirror, ReportPath: path})
+		// Every wait gets the room a loaded CI machine under -race needs;
+		// the transactional topic is the slowest to mirror there.
+		return drill.New(drill.Config{Target: drill.SandboxTarget(env.sb, sc), Engine: env.eng, Mirror: demoMirror, ReportPath: path, StepTimeout: 3 * time.Minute})
 	}, &out, &out)
 	run.out = out.String()
 	t.Logf("drill output:\n%s", run.out)

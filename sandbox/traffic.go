@@ -143,7 +143,14 @@ const abortBound = 3 * time.Second
 
 const trafficTick = 50 * time.Millisecond
 
-func perTick(rate int) int { return max(1, rate*int(trafficTick/time.Millisecond)/1000) }
+// txnTick is how often the transactional producer begins a transaction:
+// each carries a quarter second of its records. Mirroring a transaction
+// costs a few destination round trips (its begin, its end, its marker),
+// so the demo's transactions are few and full rather than many and small.
+const txnTick = 250 * time.Millisecond
+
+// perTick is how many records of rate a tick of length tick carries.
+func perTick(rate int, tick time.Duration) int { return max(1, rate*int(tick/time.Millisecond)/1000) }
 
 func (tr *Traffic) record(t Topic, n int64) (*kgo.Record, string) {
 	id := recordID(t.Name, tr.side, n)
@@ -164,7 +171,7 @@ func (tr *Traffic) produce(ctx context.Context, cl *kgo.Client, t Topic, seq *at
 			return
 		case <-tk.C:
 		}
-		for range perTick(t.Rate) {
+		for range perTick(t.Rate, trafficTick) {
 			r, id := tr.record(t, seq.Add(1))
 			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 				if err != nil {
@@ -177,11 +184,11 @@ func (tr *Traffic) produce(ctx context.Context, cl *kgo.Client, t Topic, seq *at
 	}
 }
 
-// transact writes transactions of a tick's records; every fourth one is
-// aborted, so the destination must reproduce abort markers too. Only
-// committed transactions enter the ledger.
+// transact writes one transaction of txnTick's records every txnTick;
+// every fourth one is aborted, so the destination must reproduce abort
+// markers too. Only committed transactions enter the ledger.
 func (tr *Traffic) transact(ctx context.Context, cl *kgo.Client, t Topic, seq *atomic.Int64) {
-	tk := time.NewTicker(trafficTick)
+	tk := time.NewTicker(txnTick)
 	defer tk.Stop()
 	for txn := 1; ; txn++ {
 		select {
@@ -190,12 +197,12 @@ func (tr *Traffic) transact(ctx context.Context, cl *kgo.Client, t Topic, seq *a
 		case <-tk.C:
 		}
 		if err := cl.BeginTransaction(); err != nil {
-			tr.ledger.failed(tr.side, int64(perTick(t.Rate)))
+			tr.ledger.failed(tr.side, int64(perTick(t.Rate, txnTick)))
 			continue
 		}
-		recs := make([]*kgo.Record, 0, perTick(t.Rate))
+		recs := make([]*kgo.Record, 0, perTick(t.Rate, txnTick))
 		ids := make([]string, 0, cap(recs))
-		for range perTick(t.Rate) {
+		for range perTick(t.Rate, txnTick) {
 			r, id := tr.record(t, seq.Add(1))
 			recs, ids = append(recs, r), append(ids, id)
 		}
