@@ -54,6 +54,7 @@ func TestGoldenDrillCost(t *testing.T) {
 		{"region-loss/80x24", drill.ScenarioRegionLoss, 80, 24, []string{"c"}, []string{"What the failover cost", "RPO: 918 records", "lower lag", "closer to A", "DIVERGED: 11 partitions", "quarantined: 918 acknowledged", "processed twice: 1094 records"}},
 		{"region-loss/160x48", drill.ScenarioRegionLoss, 160, 48, []string{"c"}, []string{"What the failover cost", "RPO: 918 records", "RTO: 681ms", "idempotent"}},
 		{"unclean/80x24", drill.ScenarioUnclean, 80, 24, []string{"c"}, []string{"unclean election: 162 records", "acks=all", "processed twice: 1094 records"}},
+		{"unclean/160x48", drill.ScenarioUnclean, 160, 48, []string{"c"}, []string{"What the failover cost", "unclean election: 162 records", "clicks", "acks=all", "RPO: 918 records", "quarantined: 918 acknowledged"}},
 		{"panel/160x48", drill.ScenarioRegionLoss, 160, 48, nil, []string{"what it cost (c explains each number)", "RPO", "918 records", "quarantined"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
