@@ -2,6 +2,7 @@ package drill
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kmirror/kmirror/drill/step"
@@ -33,8 +34,12 @@ func Costs(rep Report) []Cost {
 		add("RPO", "0 records",
 			"Every write A confirmed had reached B: a sudden outage at this moment cost nothing.")
 	default:
+		where := ""
+		if topics := lostTopics(rpo.ByTopic); len(topics) > 0 {
+			where = " (" + strings.Join(topics, ", ") + ")"
+		}
 		add("RPO", plural(rpo.Records, "record"),
-			"%d writes A told its producers were saved (orders, payments) are not on B, gone for everyone now on B; lower lag behind A loses fewer.", rpo.Records)
+			"%d writes A told its producers were saved%s are not on B, gone for everyone now on B; lower lag behind A loses fewer.", rpo.Records, where)
 	}
 	if rpo.Known && rpo.Records > 0 {
 		d := time.Duration(rpo.Seconds * float64(time.Second)).Round(time.Millisecond)

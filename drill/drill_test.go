@@ -301,6 +301,7 @@ func TestCostsExplainEachNumber(t *testing.T) {
 	rep.RTO.Seconds = 1.2
 	rep.Group = &GroupResult{Topic: "orders", Duplicates: 7}
 	rep.Election = &ElectionLoss{Topic: "clicks", Partition: 0, Records: 5, OnB: 3, Nowhere: 2}
+	rep.RPO.ByTopic = map[string]int64{"orders": 2, "payments": 0}
 	labels := map[string]string{}
 	for _, c := range Costs(rep) {
 		if strings.Count(strings.TrimSuffix(c.Meaning, "."), ". ") > 0 || !strings.HasSuffix(c.Meaning, ".") {
@@ -309,7 +310,7 @@ func TestCostsExplainEachNumber(t *testing.T) {
 		labels[c.Label] = c.Value + ": " + c.Meaning
 	}
 	for label, want := range map[string]string{
-		"RPO": "lower lag", "RPO (time)": "closer to A", "unclean election": "acks=all",
+		"RPO": "saved (orders) are not on B, gone for everyone now on B; lower lag", "RPO (time)": "closer to A", "unclean election": "acks=all",
 		"DIVERGED": "1 partition:", "quarantined": "2 acknowledged", "RTO": "1.2s", "processed twice": "7 records",
 	} {
 		if !strings.Contains(labels[label], want) {

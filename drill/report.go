@@ -311,10 +311,8 @@ func Markdown(rep Report) string {
 	fmt.Fprintf(&b, "| B writable | %v (%s) |\n\n", rep.BWritable, mdCell(rep.Writable))
 	if len(rep.RPO.ByTopic) > 0 {
 		b.WriteString("Lost by topic:")
-		for _, t := range slices.Sorted(maps.Keys(rep.RPO.ByTopic)) {
-			if n := rep.RPO.ByTopic[t]; n > 0 {
-				fmt.Fprintf(&b, " %s %d;", t, n)
-			}
+		for _, t := range lostTopics(rep.RPO.ByTopic) {
+			fmt.Fprintf(&b, " %s %d;", t, rep.RPO.ByTopic[t])
 		}
 		b.WriteString("\n\n")
 	}
@@ -430,4 +428,15 @@ func mdLoss(b *strings.Builder, rep Report) {
 			fmt.Fprintf(b, "After the failback A differs from B: %s.\n\n", strings.Join(c.Differences, "; "))
 		}
 	}
+}
+
+// lostTopics is the topics of byTopic that lost records, sorted.
+func lostTopics(byTopic map[string]int64) []string {
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(byTopic)) {
+		if byTopic[t] > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }

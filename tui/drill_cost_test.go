@@ -20,7 +20,8 @@ func finishedDrill(sc drill.Scenario) *fakeDrill {
 	}
 	f.st.Current, f.st.ReportPath = len(f.st.Steps), "/tmp/kmirror-drill-test"
 	rep := drill.Report{Scenario: sc.String(),
-		RPO:        drill.RPO{Method: drill.RPOAcks, Known: true, Records: 918, Seconds: 0.646},
+		RPO: drill.RPO{Method: drill.RPOAcks, Known: true, Records: 918, Seconds: 0.646,
+			ByTopic: map[string]int64{"orders": 530, "payments": 388}},
 		RTO:        drill.RTO{Seconds: 0.681},
 		Group:      &drill.GroupResult{Topic: "orders", Duplicates: 1094},
 		Quarantine: &drill.Quarantine{Records: 1106, Read: 1106, Acknowledged: 918, NeverAcknowledged: 188},
