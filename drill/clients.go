@@ -120,6 +120,9 @@ func (t *sandboxTarget) verify(ctx context.Context, r *stepRun) error {
 		}
 	}
 	r.line("lost: %d of %d records A acknowledged are not on B (%s)", len(t.lost), len(acksA), orDash(strings.Join(per, ", ")))
+	if s := inFlightAtOutage(t.unmirroredAtOutage, int64(len(t.lost))); s != "" {
+		r.line("%s", s)
+	}
 	t.lostParts = lostByPartition(t.lost, d.m.lme)
 	for _, lp := range t.lostParts {
 		r.line("%s", lossLine(lp, d.m.outageAt))
@@ -252,4 +255,15 @@ func (t *sandboxTarget) nameElectionLoss(r *stepRun) {
 	}
 	d.m.anomaly("unclean leader election on A, %s: %d acknowledged records lost on A (offsets %s); %d survive only on B, %d nowhere",
 		ptKey(el.Topic, el.Partition), el.Records, orDash(el.Offsets), el.OnB, el.Nowhere)
+}
+
+// inFlightAtOutage explains why fewer records are lost than were beyond
+// B's log end when A went down: A had already sent the rest to the mirror,
+// and they reached B after the outage. It is "" when nothing was in flight.
+func inFlightAtOutage(atOutage, lost int64) string {
+	if lost >= atOutage {
+		return ""
+	}
+	return fmt.Sprintf("%d of the %d acknowledged records beyond B's log end when A went down reached B afterwards: A had sent them to the mirror before the outage",
+		atOutage-lost, atOutage)
 }

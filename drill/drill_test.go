@@ -318,3 +318,17 @@ func TestCostsExplainEachNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestInFlightAtOutageExplainsTheDifference: records beyond B's log end
+// when A went down that are not lost are explained as in flight; with
+// none in flight there is no line.
+func TestInFlightAtOutageExplainsTheDifference(t *testing.T) {
+	if got := inFlightAtOutage(160, 149); !strings.HasPrefix(got, "11 of the 160 acknowledged records beyond B's log end when A went down reached B afterwards") {
+		t.Errorf("160 at the outage, 149 lost: %q", got)
+	}
+	for _, tc := range [][2]int64{{149, 149}, {0, 0}, {5, 7}} {
+		if got := inFlightAtOutage(tc[0], tc[1]); got != "" {
+			t.Errorf("%d at the outage, %d lost: %q, want no line", tc[0], tc[1], got)
+		}
+	}
+}
