@@ -65,8 +65,12 @@ func Costs(rep Report) []Cost {
 	}
 	if rep.RTO.Seconds > 0 {
 		d := time.Duration(rep.RTO.Seconds * float64(time.Second)).Round(time.Millisecond)
+		since := "A went down"
+		if rep.Scenario == ScenarioPlanned.String() {
+			since = "the cutover began"
+		}
 		add("RTO", d.String(),
-			"Clients worked on B again %s after A went down, the outage customers saw; automating the client switch shortens it.", d)
+			"Clients worked on B again %s after %s, the outage customers saw; automating the client switch shortens it.", d, since)
 	}
 	if g := rep.Group; g != nil && rpo.Known {
 		add("processed twice", plural(g.Duplicates, "record"),

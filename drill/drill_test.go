@@ -332,3 +332,22 @@ func TestInFlightAtOutageExplainsTheDifference(t *testing.T) {
 		}
 	}
 }
+
+// TestCostsOfAPlannedCutover: with nothing lost the RPO says so, and the
+// RTO counts from the cutover, since A never went down.
+func TestCostsOfAPlannedCutover(t *testing.T) {
+	rep := Report{Scenario: ScenarioPlanned.String(), RPO: RPO{Method: RPOAcks, Known: true}, RTO: RTO{Seconds: 0.4},
+		Failback: []FailbackPartition{{Topic: "orders", Partition: 0, Expect: "delta"}}}
+	got := map[string]string{}
+	for _, c := range Costs(rep) {
+		got[c.Label] = c.Meaning
+	}
+	for label, want := range map[string]string{"RPO": "the producers stopped", "failback": "only what B received", "RTO": "after the cutover began"} {
+		if !strings.Contains(got[label], want) {
+			t.Errorf("cost %q = %q, want it to say %q", label, got[label], want)
+		}
+	}
+	if strings.Contains(got["RTO"], "A went down") {
+		t.Errorf("a planned cutover's RTO says A went down: %q", got["RTO"])
+	}
+}

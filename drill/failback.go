@@ -48,7 +48,11 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 	}) {
 		return fmt.Errorf("cluster A did not answer within %s of its restart", d.cfg.StepTimeout)
 	}
-	r.line("cluster A is back with its data at %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","))
+	back := "is back with its data"
+	if t.scenario == ScenarioPlanned {
+		back = "stayed up through the cutover"
+	}
+	r.line("cluster A %s at %s", back, strings.Join(sb.Bootstrap(sandbox.SideA), ","))
 	aEnds, err := t.settleA(ctx, r)
 	if err != nil {
 		return err
@@ -304,6 +308,6 @@ func (t *sandboxTarget) settleA(ctx context.Context, r *stepRun) (offsets, error
 	if !settled {
 		return nil, fmt.Errorf("transactions still open on A after fencing %s: %s", strings.Join(ids, ", "), strings.Join(open, ", "))
 	}
-	r.line("fenced %s on A: what A's producers left open at the outage is aborted, no transaction holds A's partitions", strings.Join(ids, ", "))
+	r.line("fenced %s on A: what A's producers left open is aborted, no transaction holds A's partitions", strings.Join(ids, ", "))
 	return ends, nil
 }
