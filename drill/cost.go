@@ -72,7 +72,10 @@ func Costs(rep Report) []Cost {
 		add("RTO", d.String(),
 			"Clients worked on B again %s after %s, the outage customers saw; automating the client switch shortens it.", d, since)
 	}
-	if g := rep.Group; g != nil && rpo.Known {
+	if g := rep.Group; g != nil && rpo.Known && len(g.PositionsB) == 0 {
+		add("processed twice", plural(g.Duplicates, "record"),
+			"No offsets of the group had been synced to B, so it started on B from the earliest offset and processed %d %s records again: let the offset sync reach B before a failover and make processing idempotent.", g.Duplicates, g.Topic)
+	} else if g != nil && rpo.Known {
 		add("processed twice", plural(g.Duplicates, "record"),
 			"The group resumed on B from offsets synced before the outage and processed %d %s records again: make processing idempotent or sync offsets more often.", g.Duplicates, g.Topic)
 	}

@@ -299,7 +299,7 @@ func TestCostsExplainEachNumber(t *testing.T) {
 	_, rep := consistentLoss()
 	rep.RPO.Seconds = 0.42
 	rep.RTO.Seconds = 1.2
-	rep.Group = &GroupResult{Topic: "orders", Duplicates: 7}
+	rep.Group = &GroupResult{Topic: "orders", Duplicates: 7, PositionsB: map[int32]int64{1: 10}}
 	rep.Election = &ElectionLoss{Topic: "clicks", Partition: 0, Records: 5, OnB: 3, Nowhere: 2}
 	rep.RPO.ByTopic = map[string]int64{"orders": 2, "payments": 0}
 	labels := map[string]string{}
@@ -350,4 +350,22 @@ func TestCostsOfAPlannedCutover(t *testing.T) {
 	if strings.Contains(got["RTO"], "A went down") {
 		t.Errorf("a planned cutover's RTO says A went down: %q", got["RTO"])
 	}
+}
+
+// TestCostsOfAGroupWithNoOffsetsOnB: a group that found no synced offsets
+// on B started from the earliest offset, and the explanation says so
+// instead of blaming offsets synced before the outage.
+func TestCostsOfAGroupWithNoOffsetsOnB(t *testing.T) {
+	_, rep := consistentLoss()
+	rep.Group = &GroupResult{Topic: "orders", Duplicates: 2866, PositionsB: map[int32]int64{}}
+	for _, c := range Costs(rep) {
+		if c.Label != "processed twice" {
+			continue
+		}
+		if !strings.Contains(c.Meaning, "started on B from the earliest offset and processed 2866 orders records again") || strings.Contains(c.Meaning, "synced before the outage") {
+			t.Errorf("processed twice with no offsets on B: %q", c.Meaning)
+		}
+		return
+	}
+	t.Errorf("no processed twice cost in %v", Costs(rep))
 }

@@ -23,7 +23,7 @@ func finishedDrill(sc drill.Scenario) *fakeDrill {
 		RPO: drill.RPO{Method: drill.RPOAcks, Known: true, Records: 918, Seconds: 0.646,
 			ByTopic: map[string]int64{"orders": 530, "payments": 388}},
 		RTO:        drill.RTO{Seconds: 0.681},
-		Group:      &drill.GroupResult{Topic: "orders", Duplicates: 1094},
+		Group:      &drill.GroupResult{Topic: "orders", Duplicates: 1094, PositionsB: map[int32]int64{0: 1655}},
 		Quarantine: &drill.Quarantine{Records: 1106, Read: 1106, Acknowledged: 918, NeverAcknowledged: 188},
 	}
 	for p := range int32(18) {
