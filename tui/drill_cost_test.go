@@ -91,3 +91,35 @@ func TestDrillCostClosesWithEscAndC(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenDrillShortPanel: at 80×24 the panel below the table is too
+// short for the step list, the numbers and the last step's output, so
+// the list shrinks to the step just run and the next one, the numbers to
+// one line, and the output's last lines (the RPO) stay on screen.
+func TestGoldenDrillShortPanel(t *testing.T) {
+	f := finishedDrill(drill.ScenarioRegionLoss)
+	verify := int(drill.StepVerify)
+	for i := range f.st.Steps[verify+1:] {
+		r := &f.st.Steps[verify+1+i]
+		r.State, r.Result, r.Lines = drill.Pending, "pending", nil
+	}
+	f.st.Current, f.st.ReportPath = verify+1, ""
+	f.st.Steps[verify].Lines = []string{
+		"producers stopped so the counts below are final",
+		"lost: 918 of 82473 records A acknowledged are not on B (orders 530, payments 388)",
+		"RPO 918 records, 646ms",
+		"group orders-processor: 1094 records processed twice, 0 never processed (of 14305 expected)",
+	}
+	m, _ := fixture(t, 80, 24, Options{Theme: "dark", Drill: f})
+	press(t, m, "d")
+	plain := strings.Join(strings.Fields(screen(t, m, colorprofile.NoTTY)), " ")
+	for _, want := range []string{"DR DRILL step 7/8", "✓ 6 Verify", "7 Failback rehearsal", "cost (c): RPO 918 records", "RPO 918 records, 646ms", "1094 records processed twice"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("short panel lacks %q:\n%s", want, screen(t, m, colorprofile.NoTTY))
+		}
+	}
+	if strings.Contains(plain, "1 Preflight") {
+		t.Errorf("short panel still lists every step:\n%s", screen(t, m, colorprofile.NoTTY))
+	}
+	golden.RequireEqual(t, screen(t, m, colorprofile.ASCII))
+}

@@ -42,6 +42,12 @@ func drillMarker(st step.State) string {
 	return "?"
 }
 
+// drillMinOutput is the fewest rows the panel keeps for a step's output:
+// when the step list and the numbers would leave less, they shrink to one
+// line each (the step in focus; the numbers in a row), so a short panel
+// (80×24, below the table) still shows what the last step found.
+const drillMinOutput = 6
+
 // RenderDrill draws the panel in exactly width×height cells.
 func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	if width < 10 || height < 3 {
@@ -49,34 +55,16 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	}
 	inner := width - 2
 	st := p.Status
-	var out []string
 	head := fmt.Sprintf("DR DRILL  step %d/%d", min(st.Current+1, len(st.Steps)), len(st.Steps))
 	if st.Done() {
 		head = "DR DRILL  complete"
 	}
-	out = append(out, s.Title.Render(head))
-	for i, r := range st.Steps {
-		line := fmt.Sprintf("%s %d %s", drillMarker(r.State), i+1, r.Title)
-		if r.State == step.Failed {
-			line += " — failed"
-		}
-		line = ansi.Truncate(line, inner, "…")
-		switch {
-		case r.State == step.Failed:
-			out = append(out, s.Err.Render(line))
-		case i == st.Current:
-			out = append(out, s.Accent.Render(line))
-		case r.State == step.Passed:
-			out = append(out, s.OK.Render(line))
-		default:
-			out = append(out, s.Subtle.Render(line))
-		}
-	}
-	out = append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+	steps := drillSteps(s, st, inner)
 
 	// The focus is the running step, else the current one with what the
 	// previous step found, so a result stays on screen until the next step.
 	focus := min(st.Current, len(st.Steps)-1)
+	var about, look []string
 	if !st.Done() {
 		rec := st.Steps[focus]
 		explain, lookAt := rec.Explain, rec.LookAt
@@ -86,43 +74,44 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 		if lookAt == "" {
 			lookAt = rec.ID.LookAt()
 		}
-		out = append(out, wrapStyled(s.Text.Render, explain, inner)...)
+		about = append(about, wrapStyled(s.Text.Render, explain, inner)...)
 		if rec.Instruction != "" {
 			// The checkbox is text, so it reads without colour too.
 			box, style := "[ ] ", s.Warn.Render
 			if !rec.Confirmed.IsZero() {
 				box, style = "[x] ", s.OK.Render
 			}
-			out = append(out, wrapStyled(style, box+rec.Instruction, inner)...)
+			about = append(about, wrapStyled(style, box+rec.Instruction, inner)...)
 		}
-		out = append(out, wrapStyled(s.Label.Render, "look at: "+lookAt, inner)...)
+		look = wrapStyled(s.Label.Render, "look at: "+lookAt, inner)
 	} else if st.ReportPath != "" {
-		out = append(out, wrapStyled(s.OK.Render, "report: "+st.ReportPath+".md and .json", inner)...)
+		about = append(about, wrapStyled(s.OK.Render, "report: "+st.ReportPath+".md and .json", inner)...)
 	}
-	keys := drillNext(s, p, focus)
-	out = append(out, keys)
+	keys := []string{drillNext(s, p, focus)}
 	switch {
 	case p.Editing && p.Prompt != nil:
-		out = append(out, p.Prompt.View(s, "note: ", inner))
+		keys = append(keys, p.Prompt.View(s, "note: ", inner))
 	case p.Note != "":
-		out = append(out, s.Label.Render(ansi.Truncate("note: "+p.Note, inner, "…")))
+		keys = append(keys, s.Label.Render(ansi.Truncate("note: "+p.Note, inner, "…")))
 	}
 	if p.Message != "" {
 		style := s.StatusInfo.Render
 		if p.MsgErr {
 			style = s.StatusError.Render
 		}
-		out = append(out, wrapStyled(style, p.Message, inner)...)
+		keys = append(keys, wrapStyled(style, p.Message, inner)...)
 	}
-	out = append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+	rule := s.Subtle.Render(strings.Repeat("─", inner))
+
 	// What the drill measured so far, one number a line, until a step runs
 	// again; the key opens the sentence that explains each.
+	var cost []string
 	if !st.Running && len(st.Cost) > 0 {
-		out = append(out, s.Label.Render(ansi.Truncate("what it cost  ("+p.CostKey+" explains each number)", inner, "…")))
+		cost = append(cost, s.Label.Render(ansi.Truncate("what it cost  ("+p.CostKey+" explains each number)", inner, "…")))
 		for _, c := range st.Cost {
-			out = append(out, ansi.Truncate(s.Label.Render(fit(c.Label, costLabelWidth, false)+" ")+s.Text.Render(c.Value), inner, "…"))
+			cost = append(cost, ansi.Truncate(s.Label.Render(fit(c.Label, costLabelWidth, false)+" ")+s.Text.Render(c.Value), inner, "…"))
 		}
-		out = append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+		cost = append(cost, rule)
 	}
 
 	// The output of the step in focus fills what is left, newest last.
@@ -140,6 +129,19 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 			lines = append(lines, wrapStyled(s.Err.Render, "error: "+r.Error, inner)...)
 		}
 	}
+	out := append([]string{s.Title.Render(head)}, steps...)
+	out = append(append(append(append(out, about...), look...), keys...), rule)
+	out = append(out, cost...)
+	if room := height - len(out); len(lines) > 0 && len(lines) > room && room < drillMinOutput {
+		// A short panel: the output before the look-at hint, and the
+		// numbers in one line (c explains them anyway).
+		out = append([]string{s.Title.Render(head)}, drillStepsShort(s, st, show, focus, inner)...)
+		out = append(append(out, about...), keys...)
+		if len(st.Cost) > 0 && !st.Running {
+			out = append(out, drillCostLine(s, p, inner))
+		}
+		out = append(out, rule)
+	}
 	room := height - len(out)
 	if room > 0 && len(lines) > room {
 		lines = lines[len(lines)-room:]
@@ -154,6 +156,54 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 		out[i] = " " + out[i]
 	}
 	return block(strings.Join(out, "\n"), width, height)
+}
+
+// drillSteps is the step list, one line a step, and the rule below it.
+func drillSteps(s *Skin, st step.Status, inner int) []string {
+	var out []string
+	for i := range st.Steps {
+		out = append(out, drillStepLine(s, st, i, inner))
+	}
+	return append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+}
+
+// drillStepsShort is the step list of a short panel: the step whose output
+// is shown and the step in focus, and the rule below them.
+func drillStepsShort(s *Skin, st step.Status, show, focus, inner int) []string {
+	out := []string{drillStepLine(s, st, show, inner)}
+	if focus != show {
+		out = append(out, drillStepLine(s, st, focus, inner))
+	}
+	return append(out, s.Subtle.Render(strings.Repeat("─", inner)))
+}
+
+// drillStepLine is step i's line: its mark, number and title, styled by
+// its state.
+func drillStepLine(s *Skin, st step.Status, i, inner int) string {
+	r := st.Steps[i]
+	line := fmt.Sprintf("%s %d %s", drillMarker(r.State), i+1, r.Title)
+	if r.State == step.Failed {
+		line += " — failed"
+	}
+	line = ansi.Truncate(line, inner, "…")
+	switch {
+	case r.State == step.Failed:
+		return s.Err.Render(line)
+	case i == st.Current:
+		return s.Accent.Render(line)
+	case r.State == step.Passed:
+		return s.OK.Render(line)
+	}
+	return s.Subtle.Render(line)
+}
+
+// drillCostLine is the numbers in one line, for a short panel.
+func drillCostLine(s *Skin, p DrillPanel, inner int) string {
+	var parts []string
+	for _, c := range p.Status.Cost {
+		parts = append(parts, c.Label+" "+c.Value)
+	}
+	return ansi.Truncate(s.Label.Render("cost ("+p.CostKey+"): ")+s.Text.Render(strings.Join(parts, ", ")), inner, "…")
 }
 
 // wrapStyled wraps text to width and styles each line.
