@@ -93,9 +93,10 @@ func TestDrillCostClosesWithEscAndC(t *testing.T) {
 }
 
 // TestGoldenDrillShortPanel: at 80×24 the panel below the table is too
-// short for the step list, the numbers and the last step's output, so
-// the list shrinks to the step just run and the next one, the numbers to
-// one line, and the output's last lines (the RPO) stay on screen.
+// short for the step list, the numbers and the last step's output, so it
+// shows the step just run with its output's newest lines (the loss, the
+// RPO), then the next step with the start of its explanation, the keys
+// and the numbers in one line.
 func TestGoldenDrillShortPanel(t *testing.T) {
 	f := finishedDrill(drill.ScenarioRegionLoss)
 	verify := int(drill.StepVerify)

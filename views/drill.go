@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
@@ -43,9 +44,9 @@ func drillMarker(st step.State) string {
 }
 
 // drillMinOutput is the fewest rows the panel keeps for a step's output:
-// when the step list and the numbers would leave less, they shrink to one
-// line each (the step in focus; the numbers in a row), so a short panel
-// (80×24, below the table) still shows what the last step found.
+// when the step list, the explanation and the numbers would leave less,
+// the panel is drawn short (drillShort), so at 80×24, below the table, it
+// still shows what the last step found.
 const drillMinOutput = 6
 
 // RenderDrill draws the panel in exactly width×height cells.
@@ -64,17 +65,17 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	// The focus is the running step, else the current one with what the
 	// previous step found, so a result stays on screen until the next step.
 	focus := min(st.Current, len(st.Steps)-1)
-	var about, look []string
+	var explain, about, look []string
 	if !st.Done() {
 		rec := st.Steps[focus]
-		explain, lookAt := rec.Explain, rec.LookAt
-		if explain == "" {
-			explain = rec.ID.Explain()
+		text, lookAt := rec.Explain, rec.LookAt
+		if text == "" {
+			text = rec.ID.Explain()
 		}
 		if lookAt == "" {
 			lookAt = rec.ID.LookAt()
 		}
-		about = append(about, wrapStyled(s.Text.Render, explain, inner)...)
+		explain = wrapStyled(s.Text.Render, text, inner)
 		if rec.Instruction != "" {
 			// The checkbox is text, so it reads without colour too.
 			box, style := "[ ] ", s.Warn.Render
@@ -94,12 +95,13 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	case p.Note != "":
 		keys = append(keys, s.Label.Render(ansi.Truncate("note: "+p.Note, inner, "…")))
 	}
+	var msg []string
 	if p.Message != "" {
 		style := s.StatusInfo.Render
 		if p.MsgErr {
 			style = s.StatusError.Render
 		}
-		keys = append(keys, wrapStyled(style, p.Message, inner)...)
+		msg = wrapStyled(style, p.Message, inner)
 	}
 	rule := s.Subtle.Render(strings.Repeat("─", inner))
 
@@ -130,17 +132,10 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 		}
 	}
 	out := append([]string{s.Title.Render(head)}, steps...)
-	out = append(append(append(append(out, about...), look...), keys...), rule)
+	out = append(append(append(append(append(append(out, explain...), about...), look...), keys...), msg...), rule)
 	out = append(out, cost...)
 	if room := height - len(out); len(lines) > 0 && len(lines) > room && room < drillMinOutput {
-		// A short panel: the output before the look-at hint, and the
-		// numbers in one line (c explains them anyway).
-		out = append([]string{s.Title.Render(head)}, drillStepsShort(s, st, show, focus, inner)...)
-		out = append(append(out, about...), keys...)
-		if len(st.Cost) > 0 && !st.Running {
-			out = append(out, drillCostLine(s, p, inner))
-		}
-		out = append(out, rule)
+		return drillShort(s, p, drillShortParts{head: s.Title.Render(head), show: show, focus: focus, explain: explain, about: about, keys: keys, msg: msg, lines: lines[1:], rule: rule}, width, height)
 	}
 	room := height - len(out)
 	if room > 0 && len(lines) > room {
@@ -149,6 +144,50 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	if room > 0 {
 		out = append(out, lines...)
 	}
+	return drillBlock(out, width, height)
+}
+
+// drillShortParts are the pieces of the panel that a short panel keeps.
+type drillShortParts struct {
+	show, focus                      int
+	explain, about, keys, msg, lines []string
+	head, rule                       string
+}
+
+// drillShort draws a panel too short for the step list: the step just run
+// with the newest lines of its output under it, then the step in focus
+// with the start of its explanation, the keys, an error if there is one
+// (the step's mark says it passed), and the numbers in one line (c
+// explains them anyway).
+func drillShort(s *Skin, p DrillPanel, pt drillShortParts, width, height int) string {
+	st, inner := p.Status, width-2
+	var below []string
+	if pt.focus != pt.show {
+		below = append(below, drillStepLine(s, st, pt.focus, inner))
+	}
+	explain := pt.explain
+	if len(explain) > drillShortExplain {
+		explain = append(slices.Clone(explain[:drillShortExplain-1]), ansi.Truncate(explain[drillShortExplain-1], inner-1, "")+s.Text.Render("…"))
+	}
+	below = append(append(append(below, explain...), pt.about...), pt.keys...)
+	if p.MsgErr {
+		below = append(below, pt.msg...)
+	}
+	if len(st.Cost) > 0 && !st.Running {
+		below = append(below, drillCostLine(s, p, inner))
+	}
+	lines := pt.lines
+	if room := max(height-3-len(below), 0); len(lines) > room {
+		lines = lines[len(lines)-room:]
+	}
+	out := append([]string{pt.head, drillStepLine(s, st, pt.show, inner)}, lines...)
+	out = append(append(out, pt.rule), below...)
+	return drillBlock(out, width, height)
+}
+
+// drillBlock is the panel's lines, each after a margin of one cell, in
+// exactly width×height cells.
+func drillBlock(out []string, width, height int) string {
 	if len(out) > height {
 		out = out[:height]
 	}
@@ -158,21 +197,15 @@ func RenderDrill(s *Skin, p DrillPanel, width, height int) string {
 	return block(strings.Join(out, "\n"), width, height)
 }
 
+// drillShortExplain is how many lines of the step's explanation a short
+// panel keeps.
+const drillShortExplain = 2
+
 // drillSteps is the step list, one line a step, and the rule below it.
 func drillSteps(s *Skin, st step.Status, inner int) []string {
 	var out []string
 	for i := range st.Steps {
 		out = append(out, drillStepLine(s, st, i, inner))
-	}
-	return append(out, s.Subtle.Render(strings.Repeat("─", inner)))
-}
-
-// drillStepsShort is the step list of a short panel: the step whose output
-// is shown and the step in focus, and the rule below them.
-func drillStepsShort(s *Skin, st step.Status, show, focus, inner int) []string {
-	out := []string{drillStepLine(s, st, show, inner)}
-	if focus != show {
-		out = append(out, drillStepLine(s, st, focus, inner))
 	}
 	return append(out, s.Subtle.Render(strings.Repeat("─", inner)))
 }
