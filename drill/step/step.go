@@ -100,7 +100,7 @@ func (s ID) LookAt() string {
 	case Preflight:
 		return "partitions view: STATE column all MIRRORING, LAG near 0"
 	case Snapshot:
-		return "the DEST OFFSET column: these are the T0 positions"
+		return "partitions view: the DST-OFFSET column: these are the T0 positions"
 	case Outage:
 		return "events view (tab): the mirror's fetches from A fail; this panel: writes A acknowledged but never mirrored"
 	case Failover:
