@@ -52,7 +52,7 @@ func (t *sandboxTarget) failback(ctx context.Context, r *stepRun) error {
 	if t.scenario == ScenarioPlanned {
 		back = "stayed up through the cutover"
 	}
-	r.line("cluster A %s at %s", back, strings.Join(sb.Bootstrap(sandbox.SideA), ","))
+	r.line("cluster A at %s %s", strings.Join(sb.Bootstrap(sandbox.SideA), ","), back)
 	aEnds, err := t.settleA(ctx, r)
 	if err != nil {
 		return err
