@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
 
@@ -90,6 +91,19 @@ type clusterMeta struct {
 	brokers   []int32
 	addrs     map[int32]string // host:port by broker id
 	topics    map[string]topicMeta
+}
+
+// fetchSource is what the fetchers of the cluster's partitions need of it:
+// a broker's address as the leaders cache names it, and the brokers as
+// the cluster names them now.
+func (c *cluster) fetchSource() fetch.Source {
+	return fetch.Source{
+		Addr: func(broker int32) (string, bool) { return c.leaders.addrOf(broker) },
+		Brokers: func(ctx context.Context) (map[int32]string, error) {
+			meta, err := c.metadata(ctx, []string{})
+			return meta.addrs, err
+		},
+	}
 }
 
 // metadata issues an uncached Metadata request for topics (nil: all topics).

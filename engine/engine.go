@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/partition"
@@ -235,7 +236,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 		e: e, cfg: cfg, src: src, sourceID: id,
 		srcMeta:  newMetaCache(src, []string{}, e.now),
 		dstMeta:  e.dst.leaders,
-		fetchers: make(map[fetchKey]*fetcher),
+		fetchers: make(map[fetch.Key]*fetch.Fetcher),
 	}
 	// The source cluster is this mirror's alone: its offsets are listed
 	// with the leaders the mirror routes by, not with a second copy.

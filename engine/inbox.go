@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
@@ -19,7 +20,7 @@ type inbox struct {
 	mu         sync.Mutex
 	events     []partition.Event  // operator events, oldest first
 	fault      error              // a failure found outside the runner (a deleted source topic)
-	result     *fetchResult       // the fetcher's newest answer, nil when none (an idle runner keeps none)
+	result     *fetch.Result      // the fetcher's newest answer, nil when none (an idle runner keeps none)
 	exited     bool               // run has returned: events are dropped
 	checkpoint bool               // the mirror asks for the last mirrored offset to be written
 	retryDue   bool               // the retry timer of retrySeq fired
@@ -80,14 +81,29 @@ func (r *runner) inject(err error) {
 // to an older want is replaced, and an unread answer to a newer one is
 // kept (answers to a want abandoned by a realignment may arrive after
 // those to its successor, on another connection or from another fetcher).
-func (r *runner) deliver(res fetchResult) {
+func (r *runner) deliver(res fetch.Result) {
 	r.in.mu.Lock()
-	if r.in.result == nil || res.gen >= r.in.result.gen {
+	if r.in.result == nil || res.Gen >= r.in.result.Gen {
 		r.in.result = &res
 	}
 	r.in.mu.Unlock()
 	r.poke()
 }
+
+// The runner is its wants' fetch.Receiver.
+
+// Topic is the runner's topic.
+func (r *runner) Topic() string { return r.topic }
+
+// Deliver is deliver.
+func (r *runner) Deliver(res fetch.Result) { r.deliver(res) }
+
+// Exited is hasExited.
+func (r *runner) Exited() bool { return r.hasExited() }
+
+// SetSource publishes the source offsets of an answer the runner is not
+// woken for.
+func (r *runner) SetSource(hwm, logStart int64) { r.stats.setSource(hwm, logStart) }
 
 // takeEvent removes the oldest operator event, if any.
 func (r *runner) takeEvent() (partition.Event, bool) {
@@ -132,11 +148,11 @@ func (r *runner) resultPending() (pending, empty bool) {
 	if res == nil {
 		return false, false
 	}
-	return true, res.err == nil && len(res.records) == 0 && res.divergence == nil
+	return true, res.Empty()
 }
 
 // takeResult removes the waiting fetch answer into res.
-func (r *runner) takeResult(res *fetchResult) bool {
+func (r *runner) takeResult(res *fetch.Result) bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	if r.in.result == nil {

@@ -48,6 +48,12 @@ type listedOffset struct {
 	err    error
 }
 
+// tp names a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
 // listing is the answer to listOffsets. A topic the metadata reports an
 // error for has that error in topicErrs and no partitions.
 type listing struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
@@ -124,7 +125,7 @@ type mirror struct {
 	cancel   context.CancelFunc // ends ctx
 	bg       sync.WaitGroup     // the mirror's own goroutines: watcher, syncs, fetchers
 	mu       sync.Mutex
-	fetchers map[fetchKey]*fetcher
+	fetchers map[fetch.Key]*fetch.Fetcher
 	topics   []string        // topics with runners, sorted; guarded by mu
 	peer     peerState       // the source cluster's __mirror_state, for failback
 	groups   []GroupSnapshot // last group offset sync; guarded by mu
@@ -444,16 +445,21 @@ func (m *mirror) topicList() []string {
 
 // fetcherFor returns the fetcher that serves partition p of a topic led by
 // broker, starting it on first use.
-func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
-	key := fetchKey{mirror: m.cfg.Name, broker: broker, index: partitionSlot(topic, p, m.cfg.NumFetchers)}
+func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetch.Fetcher {
+	key := fetch.Key{Mirror: m.cfg.Name, Broker: broker, Index: partitionSlot(topic, p, m.cfg.NumFetchers)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := m.fetchers[key]
 	if !ok {
-		opts := sourceWireOptions(m.src.cl, fetchClientID(m.e.cfg.Instance, key.index, m.cfg.Name))
-		f = newFetcher(key, m.src, opts, int32(m.cfg.FetchMaxWait/time.Millisecond), fetchLimits{m.cfg.FetchMinBytes, m.cfg.FetchResponseMaxBytes})
+		f = fetch.New(fetch.Config{
+			Key:     key,
+			Source:  m.src.fetchSource(),
+			Wire:    fetch.WireOptions(m.src.cl, fetch.ClientID(m.e.cfg.Instance, key.Index, m.cfg.Name)),
+			MaxWait: int32(m.cfg.FetchMaxWait / time.Millisecond),
+			Limits:  fetch.Limits{MinBytes: m.cfg.FetchMinBytes, MaxBytes: m.cfg.FetchResponseMaxBytes},
+		})
 		m.fetchers[key] = f
-		m.spawn(func() { f.run(m.ctx) })
+		m.spawn(func() { f.Run(m.ctx) })
 	}
 	return f
 }

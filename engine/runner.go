@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/txn"
 )
@@ -139,17 +140,15 @@ func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 // postAs is post; mustAnswer asks for an answer even when it is empty.
 func (r *runner) postAs(ctx context.Context, offset int64, lastEpoch int32, mustAnswer bool) {
 	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
-	w := want{
-		topicID: r.src.topicID, partition: r.partition,
-		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: lastEpoch,
-		maxBytes: r.maxBytes, gen: r.gen, to: r,
-		behind:     offset < r.srcHWM || r.srcHWM < 0,
-		mustAnswer: mustAnswer,
+	w := fetch.Want{
+		TopicID: r.src.topicID, Partition: r.partition,
+		Offset: offset, LeaderEpoch: r.src.epoch, LastEpoch: lastEpoch,
+		MaxBytes: r.maxBytes, Gen: r.gen, To: r,
+		Behind:     offset < r.srcHWM || r.srcHWM < 0,
+		MustAnswer: mustAnswer,
 	}
-	select {
-	case f.wants <- w:
+	if f.Post(ctx, w) {
 		r.outstanding = true
-	case <-ctx.Done():
 	}
 }
 
@@ -222,7 +221,7 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 
 // takeFetch handles the fetcher's answer waiting in the inbox.
 func (r *runner) takeFetch(ctx context.Context) error {
-	var res fetchResult
+	var res fetch.Result
 	if !r.takeResult(&res) {
 		return nil
 	}
@@ -265,8 +264,8 @@ func (r *runner) checkEnd() error {
 }
 
 // onFetch handles a fetcher's answer and asks for more.
-func (r *runner) onFetch(ctx context.Context, res *fetchResult) error {
-	if res.gen != r.gen {
+func (r *runner) onFetch(ctx context.Context, res *fetch.Result) error {
+	if res.Gen != r.gen {
 		return nil // answer to a fetch abandoned by a realignment
 	}
 	r.outstanding = false
@@ -280,39 +279,39 @@ func (r *runner) onFetch(ctx context.Context, res *fetchResult) error {
 }
 
 // handleFetch appends the batches of one fetch answer.
-func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
-	if res.err != nil {
-		return r.fetchFailed(ctx, res.err)
+func (r *runner) handleFetch(ctx context.Context, res fetch.Result) error {
+	if res.Err != nil {
+		return r.fetchFailed(ctx, res.Err)
 	}
 	if r.attempt > 0 {
 		r.attempt = 0
 		r.stats.clearError()
 	}
-	r.stats.setSource(res.hwm, res.logStart)
-	r.srcHWM = res.hwm
-	if res.divergence != nil {
+	r.stats.setSource(res.HWM, res.LogStart)
+	r.srcHWM = res.HWM
+	if res.Divergence != nil {
 		// The source answered LastFetchedEpoch with the point where its log
 		// left ours: it lost mirrored records (an unclean election).
-		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: res.divergence.Epoch, SourceEnd: res.divergence.EndOffset, Mirrored: r.pos}
+		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: res.Divergence.Epoch, SourceEnd: res.Divergence.EndOffset, Mirrored: r.pos}
 	}
 	type item struct {
 		h batch.Header
 		b []byte
 	}
 	var items []item
-	partialAt, err := batch.Split(res.records, func(h batch.Header, b []byte) error {
+	partialAt, err := batch.Split(res.Records, func(h batch.Header, b []byte) error {
 		items = append(items, item{h, b})
 		return nil
 	})
 	if err != nil {
-		return r.failuref("%w at fetch offset %d: %w", ErrBadSourceBatch, res.offset, err)
+		return r.failuref("%w at fetch offset %d: %w", ErrBadSourceBatch, res.Offset, err)
 	}
-	next, nextEpoch := res.offset, r.lastEpoch
+	next, nextEpoch := res.Offset, r.lastEpoch
 	if n := len(items); n > 0 {
 		next = max(next, items[n-1].h.NextOffset())
 		nextEpoch = items[n-1].h.LeaderEpoch
 		r.stats.setSourceNewest(items[n-1].h.MaxTimestamp)
-		r.sizeFetches(len(res.records), next < res.hwm)
+		r.sizeFetches(len(res.Records), next < res.HWM)
 	} else if partialAt >= 0 {
 		// One batch is larger than we asked for: ask for more next time.
 		r.maxBytes = min(r.maxBytes*2, 64<<20)
@@ -327,7 +326,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 	// divergence (KIP-320).
 	r.post(ctx, next, nextEpoch)
 	for _, it := range items {
-		if err := r.appendBatch(ctx, it.h, it.b, clockBase.Add(res.at)); err != nil {
+		if err := r.appendBatch(ctx, it.h, it.b, fetch.ArrivedAt(res.At)); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/fetch"
 )
 
 // Verification: the contract of alignment.
@@ -268,7 +269,7 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 	r.postAs(ctx, offset, -1, true)
 	defer r.dropFetch()
 	for {
-		var res fetchResult
+		var res fetch.Result
 		if !r.takeResult(&res) {
 			select {
 			case <-ctx.Done():
@@ -277,13 +278,13 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 			}
 			continue
 		}
-		if res.gen != r.gen {
+		if res.Gen != r.gen {
 			continue
 		}
-		if res.err != nil {
-			return nil, res.err
+		if res.Err != nil {
+			return nil, res.Err
 		}
-		bs, partialAt, err := splitFrom(res.records, offset)
+		bs, partialAt, err := splitFrom(res.Records, offset)
 		if err != nil {
 			return nil, r.failuref("%w at %d: %w", ErrBadSourceBatch, offset, err)
 		}
