@@ -24,9 +24,8 @@ var (
 	// errUnknownOutcome marks an append the broker may have applied
 	// without saying so; it always comes with errRealign, which is what
 	// is left once the resends are exhausted.
-	errUnknownOutcome   = errors.New("outcome unknown")
-	errNotSent          = errors.New("not sent: no connection to the destination leader")
-	errMalformedProduce = errors.New("malformed produce response")
+	errUnknownOutcome = errors.New("outcome unknown")
+	errNotSent        = errors.New("not sent: no connection to the destination leader")
 )
 
 // appendFailure is what a failed append calls for.

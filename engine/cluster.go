@@ -98,12 +98,16 @@ type clusterMeta struct {
 // the cluster names them now.
 func (c *cluster) fetchSource() fetch.Source {
 	return fetch.Source{
-		Addr: func(broker int32) (string, bool) { return c.leaders.addrOf(broker) },
-		Brokers: func(ctx context.Context) (map[int32]string, error) {
-			meta, err := c.metadata(ctx, []string{})
-			return meta.addrs, err
-		},
+		Addr:    func(broker int32) (string, bool) { return c.leaders.addrOf(broker) },
+		Brokers: c.brokerAddrs,
 	}
+}
+
+// brokerAddrs is the address of every broker by id, as an uncached
+// Metadata request names them.
+func (c *cluster) brokerAddrs(ctx context.Context) (map[int32]string, error) {
+	meta, err := c.metadata(ctx, []string{})
+	return meta.addrs, err
 }
 
 // metadata issues an uncached Metadata request for topics (nil: all topics).

@@ -22,6 +22,7 @@ import (
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/wire"
 )
@@ -76,9 +77,9 @@ type Engine struct {
 
 	startups startups // partitions coming up, for the start-up summary
 
-	conns   *connPool
-	sinks   *appendSinks // on conns: the Produce requests of every mirror
-	starter starter      // the runners starting at once (park.go)
+	conns   *replica.Conns
+	sinks   *replica.Sinks // on conns: the Produce requests of every mirror
+	starter starter        // the runners starting at once (park.go)
 	events  *eventQueue
 	coord   *coordinator // nil unless the engine joined __mirror_state
 	// gate holds back appends, fencing and state writes while the
@@ -139,8 +140,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	// One destination metadata cache, on the engine's clock, for every
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
-	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2}, cfg.Now)
-	e.sinks = newAppendSinks(e.conns, cfg.RequestTimeout)
+	e.conns = replica.NewConns(dst.brokerAddrs, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2})
+	e.sinks = replica.NewSinks(e.conns, cfg.RequestTimeout)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil
@@ -160,8 +161,8 @@ func (e *Engine) Close() {
 	if e.coord != nil {
 		e.coord.close()
 	}
-	e.sinks.close() // after the runners, whose last appends it carries
-	e.conns.close()
+	e.sinks.Close() // after the runners, whose last appends it carries
+	e.conns.Close()
 	e.dst.close()
 }
 

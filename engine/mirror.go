@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
 )
@@ -446,7 +446,7 @@ func (m *mirror) topicList() []string {
 // fetcherFor returns the fetcher that serves partition p of a topic led by
 // broker, starting it on first use.
 func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetch.Fetcher {
-	key := fetch.Key{Mirror: m.cfg.Name, Broker: broker, Index: partitionSlot(topic, p, m.cfg.NumFetchers)}
+	key := fetch.Key{Mirror: m.cfg.Name, Broker: broker, Index: replica.Slot(topic, p, m.cfg.NumFetchers)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := m.fetchers[key]
@@ -667,14 +667,6 @@ func topicCreateConfigs(srcCfgs kadm.ResourceConfigs, t string) map[string]*stri
 		}
 	}
 	return want
-}
-
-// partitionSlot spreads the partitions of one broker over n: the mirror's
-// fetchers, the destination broker's connections (sinkConns).
-func partitionSlot(topic string, p int32, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(topic))
-	return int((h.Sum32() + uint32(p)) % uint32(n))
 }
 
 // spawn runs one of the mirror's own goroutines: close waits for them.

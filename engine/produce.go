@@ -12,6 +12,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
 
@@ -19,7 +20,7 @@ var zstdCodec = kgo.ZstdCompression()
 
 // inflight is one appended batch whose Produce response is still awaited.
 type inflight struct {
-	call *appendCall // nil when the batch could not be sent: it is resent like a lost answer
+	call *replica.Append // nil when the batch could not be sent: it is resent like a lost answer
 	// b is the batch as sent, already rewritten for its writer identity:
 	// an append whose outcome is unknown is resent byte for byte, so the
 	// broker deduplicates it by producer id, epoch and sequence. For a
@@ -75,8 +76,8 @@ func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
 	if err := r.m.e.gate.wait(ctx); err != nil {
 		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
 	}
-	f.call = &appendCall{topic: r.topic, topicID: r.dst.topicID, partition: r.partition, txnID: f.txnID, records: f.b}
-	r.m.e.sinks.issue(r.dst.leader, f.call)
+	f.call = &replica.Append{Topic: r.topic, TopicID: r.dst.topicID, Partition: r.partition, TxnID: f.txnID, Records: f.b}
+	r.m.e.sinks.Issue(r.dst.leader, f.call)
 	return nil
 }
 
