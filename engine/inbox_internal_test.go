@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/partition"
@@ -13,7 +14,7 @@ import (
 // replaces an unread answer to its successor, whatever order they arrive
 // in; an unread older answer is replaced by a newer one.
 func TestDeliverKeepsNewestAnswer(t *testing.T) {
-	r := &runner{in: inbox{wake: make(chan struct{}, 1)}}
+	r := &runner{in: newInbox()}
 	take := func() fetch.Result {
 		t.Helper()
 		select {
@@ -47,7 +48,7 @@ func TestDeliverKeepsNewestAnswer(t *testing.T) {
 // wake token; events come out in order, and a waiter that takes one event
 // while more wait leaves a token for the rest.
 func TestInboxWakesForEverything(t *testing.T) {
-	r := &runner{in: inbox{wake: make(chan struct{}, 1)}}
+	r := &runner{in: newInbox()}
 	woken := func() bool {
 		select {
 		case <-r.in.wake:
@@ -110,5 +111,37 @@ func TestInboxWakesForEverything(t *testing.T) {
 	r.send(partition.Start{})
 	if r.eventPending() {
 		t.Fatal("an event sent after exit was kept")
+	}
+}
+
+// TestObservedEndTakenOnce: a destination end left by the watcher waits in
+// the runner's inbox until the runner takes it, once, and wakes it.
+func TestObservedEndTakenOnce(t *testing.T) {
+	r := &runner{in: newInbox(), stats: newPartStats("a-to-b", "t", 0)}
+	if r.endWaiting() {
+		t.Fatal("an end waits before any was observed")
+	}
+	r.observeEnd(observedEnd{end: 0, at: time.Second})
+	if !r.endWaiting() {
+		t.Fatal("an observed end of 0 does not wait")
+	}
+	select {
+	case <-r.in.wake:
+	default:
+		t.Fatal("an observed end left no wake token")
+	}
+	if o, ok := r.takeEnd(); !ok || o.end != 0 || o.at != time.Second {
+		t.Fatalf("takeEnd = %+v %v, want end 0 at 1s", o, ok)
+	}
+	if _, ok := r.takeEnd(); ok || r.endWaiting() {
+		t.Fatal("an end taken twice")
+	}
+	// A MIRRORING partition whose log ends where its appends do is not
+	// woken: nothing foreign, nothing lost.
+	r.stats.ps.State = partition.Mirroring
+	r.stats.setDestEnd(5)
+	r.observeEnd(observedEnd{end: 5, at: 2 * time.Second})
+	if r.endWaiting() {
+		t.Fatal("an end equal to the published one woke a MIRRORING partition")
 	}
 }

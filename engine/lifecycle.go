@@ -469,9 +469,8 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 func (r *runner) record(st partition.Status) store.PartitionRecord {
 	rec := store.NewPartitionRecord(r.m.cfg.Name, r.topic, r.partition)
 	rec.SetStatus(st)
-	var lineage []EpochStart
-	rec.LastOffset, rec.LastEpoch, lineage = r.stats.position()
-	for _, l := range lineage {
+	rec.LastOffset, rec.LastEpoch = r.mirrored, r.mirroredEpoch
+	for _, l := range r.stats.checkpointing(r.mirrored) {
 		rec.Lineage = append(rec.Lineage, store.EpochStart{Epoch: l.Epoch, Start: l.StartOffset})
 	}
 	if r.writer.ProducerID != 0 {

@@ -299,8 +299,8 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		init := setup(p)
 		initial := init.events
 		stats := newPartStats(m.cfg.Name, topic, p)
-		stats.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		r := newRunner(m, topic, p, stats, init.status)
+		r.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		// Before run publishes it, the status and the initial events
 		// already say whether the partition is (to be) stopped.
 		stats.setStatus(init.status)
@@ -557,9 +557,7 @@ func (m *mirror) watch(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			if r.stats.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)}) {
-				r.poke()
-			}
+			r.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)})
 		}
 	}
 }

@@ -112,7 +112,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 	}
 	r.m.observeAppend(f, f.call.CompletedAt())
 	r.acked = f.next
-	r.stats.appended(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
+	r.landed(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {
 		r.step(ctx, partition.Progressed{Epoch: r.st.StateEpoch})
 	}

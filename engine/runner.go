@@ -17,7 +17,8 @@ import (
 
 // runner owns one mirrored partition: its position, its writer identity and
 // its state. Everything it owns is touched only by its goroutine; what others
-// may read is copied into stats.
+// may read is copied into stats, which the runner writes and never reads
+// back (what others hand it comes through its inbox).
 type runner struct {
 	m         *mirror
 	topic     string
@@ -34,12 +35,8 @@ type runner struct {
 	src route // source leader, epoch and topic id
 	dst route // destination leader and topic id
 
-	pos       int64 // next offset to append: destination log end once in-flight batches land
-	acked     int64 // destination log end confirmed by the broker
-	fillTo    int64 // alignment decided to fill up to here before mirroring
-	deleteTo  int64 // then move the destination log start here (the source's)
-	lastEpoch int32 // source leader epoch of the last fetched batch
-	attempt   int16 // consecutive transient failures inside MIRRORING, for backoff
+	position
+	attempt int16 // consecutive transient failures inside MIRRORING, for backoff
 	// outstanding: a want is at the fetcher (kept here, next to the
 	// fields above, where it costs no padding)
 	outstanding bool
@@ -65,6 +62,58 @@ type runner struct {
 	// starts (park.go), and the count of its runners still running,
 	// until this one exits.
 	tc *topicCancel
+}
+
+// position is where a runner stands on its partition. Only the runner's
+// goroutine reads or writes it; what others see of it (the snapshot, the
+// watcher, another partition's rebuild) is what the runner publishes in
+// its stats.
+type position struct {
+	pos      int64 // next offset to append: destination log end once in-flight batches land
+	acked    int64 // destination log end confirmed by the broker
+	fillTo   int64 // alignment decided to fill up to here before mirroring
+	deleteTo int64 // then move the destination log start here (the source's)
+	// mirrored is the last mirrored offset (the LME), -1 none, and
+	// mirroredEpoch its source epoch, -1 unknown: what the partition
+	// record checkpoints and the next alignment starts from.
+	mirrored      int64
+	lastEpoch     int32 // source leader epoch of the last fetched batch
+	mirroredEpoch int32
+}
+
+// restore takes the last mirrored offset and epoch, and the epoch lineage,
+// persisted by an earlier owner; -1 means none.
+func (r *runner) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart) {
+	if lastOffset >= 0 {
+		r.mirrored, r.mirroredEpoch = lastOffset, lastEpoch
+	}
+	r.stats.restore(lastOffset, lastEpoch, lineage)
+}
+
+// landed records one batch on the destination, ending before end; epoch
+// -1 marks a filler, which mirrors nothing.
+func (r *runner) landed(base, end int64, epoch int32, bytes int64, maxTs int64, filler bool) {
+	if !filler {
+		r.mirrored, r.mirroredEpoch = end-1, epoch
+	}
+	r.stats.appended(base, end, epoch, bytes, maxTs, filler)
+}
+
+// verifiedTo moves the last mirrored offset up to last, of source epoch
+// epoch, whose first verified batch starts at epochStart: the destination's
+// batches up to it are identical to the source's.
+func (r *runner) verifiedTo(last int64, epoch int32, epochStart int64) {
+	if last > r.mirrored {
+		r.mirrored, r.mirroredEpoch = last, epoch
+	}
+	r.stats.verified(last, epoch, epochStart)
+}
+
+// forgetMirrored clears the last mirrored offset, epoch and lineage: the
+// destination topic was rebuilt by kmirror and holds none of them any more.
+func (r *runner) forgetMirrored() {
+	r.mirrored, r.mirroredEpoch = -1, -1
+	r.stats.forgetPosition()
 }
 
 // runnerRare is what few runners need, kept apart so that thousands of
@@ -98,11 +147,11 @@ func (r *runner) restoredTxns() []txn.Producer {
 func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
 	return &runner{
 		m: m, topic: topic, partition: p, stats: stats, st: st,
-		in:        inbox{wake: make(chan struct{}, 1)},
-		maxBytes:  m.cfg.PartitionFetchBytes,
-		lastEpoch: -1,
-		srcHWM:    -1,
-		coord:     -1,
+		in:       newInbox(),
+		maxBytes: m.cfg.PartitionFetchBytes,
+		position: position{lastEpoch: -1, mirrored: -1, mirroredEpoch: -1},
+		srcHWM:   -1,
+		coord:    -1,
 	}
 }
 
@@ -180,7 +229,7 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if r.stats.endWaiting() {
+	if r.endWaiting() {
 		return r.checkEnd()
 	}
 	if err := r.takeFault(); err != nil {
@@ -236,7 +285,7 @@ func (r *runner) completeOldest(ctx context.Context) error {
 // checkEnd compares the destination log end last observed by the watcher
 // with what the runner appended.
 func (r *runner) checkEnd() error {
-	o, ok := r.stats.takeEnd()
+	o, ok := r.takeEnd()
 	if !ok {
 		return nil
 	}

@@ -326,7 +326,7 @@ func splitFrom(records []byte, offset int64) ([]rawBatch, int64, error) {
 // is not known there, so the LME's epoch is then unknown (-1). A batch
 // kmirror did not write ends the walk, loudly.
 func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
-	last, _, _ := r.stats.lme()
+	last := r.mirrored
 	rt, err := r.m.destRoute(ctx, r.topic, r.partition, r.m.e.now())
 	if err == nil {
 		r.dst = rt
@@ -363,7 +363,7 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 		}
 	}
 	if ours > last {
-		r.stats.verified(ours, -1, ours)
+		r.verifiedTo(ours, -1, ours)
 		r.emit(LevelInfo, fmt.Sprintf("stopping: last mirrored offset %d read from the destination (checkpoint %d)", ours, last))
 	}
 }
