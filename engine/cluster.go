@@ -272,22 +272,6 @@ func (c *cluster) endOffsetsAged(ctx context.Context, maxAge time.Duration, topi
 	return out, nil
 }
 
-// retriable reports errors after which the same request may succeed once
-// metadata is refreshed or the broker recovers.
-func retriable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable || errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) ||
-			errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicID)
-	}
-	// Anything that is not a Kafka error code is a connection or client
-	// error: retry it.
-	return !errors.Is(err, context.Canceled)
-}
-
 // Writer identities are acquired with InitProducerID requests the engine
 // routes itself (initProducerID). kgo would route them to the transaction
 // coordinator too, but it keeps the coordinator of every transactional id it

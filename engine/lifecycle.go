@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
@@ -391,7 +392,7 @@ func isTransient(err error) bool {
 	if errors.As(err, &om) || errors.As(err, &pe) || errors.As(err, &mm) {
 		return false
 	}
-	return errors.Is(err, errRealign) || retriable(err)
+	return errors.Is(err, errRealign) || replica.Retriable(err)
 }
 
 // errorEvent classifies a failure for the state machine.

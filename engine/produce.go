@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,7 +46,7 @@ type inflight struct {
 // same: its completion resends it (complete).
 func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, epoch int32, maxTs int64) inflight {
 	f := r.issueAs(ctx, r.writer, nil, b, base, count, epoch, maxTs)
-	r.writer.BaseSequence = nextSequence(r.writer.BaseSequence, count)
+	r.writer.BaseSequence = replica.NextSequence(r.writer.BaseSequence, count)
 	return f
 }
 
@@ -120,16 +119,16 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 }
 
 // classifyProduceErr turns an error code of a Produce answer into what
-// the runner does about it (appendFailureOf).
+// the runner does about it (replica.FailureOf).
 func (r *runner) classifyProduceErr(base int64, err error) error {
-	switch appendFailureOf(err) {
-	case failFenced:
+	switch replica.FailureOf(err) {
+	case replica.FailFenced:
 		return r.failuref("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)
-	case failUnknown:
+	case replica.FailUnknown:
 		return r.unknownOutcome(base, err)
-	case failWriter:
+	case replica.FailWriter:
 		return fmt.Errorf("%w: append %s/%d at %d: %w", errRealign, r.topic, r.partition, base, err)
-	case failFatal:
+	case replica.FailFatal:
 	}
 	if r.m.cfg.WriteGuard && errors.Is(err, kerr.TopicAuthorizationFailed) {
 		// The guard's DENY applies to kmirror too unless its principal
@@ -177,13 +176,6 @@ func (r *runner) drainWith(ctx context.Context, resend bool) error {
 	}
 	r.inflight = r.inflight[:0]
 	return first
-}
-
-func nextSequence(seq, count int32) int32 {
-	if int64(seq)+int64(count) > math.MaxInt32 {
-		return int32(int64(seq) + int64(count) - math.MaxInt32 - 1)
-	}
-	return seq + count
 }
 
 var errStopSplit = errors.New("stop")

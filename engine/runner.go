@@ -12,6 +12,7 @@ import (
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
@@ -409,7 +410,7 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		return fmt.Errorf("%w: %w", errRealign, err)
-	case retriable(err):
+	case replica.Retriable(err):
 		r.attempt++
 		if r.attempt > maxRealigns {
 			return &PartitionError{Topic: r.topic, Partition: r.partition, Retryable: true, Err: err}

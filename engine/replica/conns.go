@@ -1,9 +1,11 @@
 // Package replica is the destination side of one partition's driver: the
 // sinks that pack the batches of every partition a destination broker leads
 // into shared Produce requests, on order-preserving connections of their
-// own. It gets what it needs of the destination cluster as funcs (Brokers)
-// and never imports package engine; the runner that drives a partition
-// (package engine, runner.go) hands it each batch as an Append.
+// own (sink.go, conns.go), and what an append's outcome calls for
+// (outcome.go). It gets what it needs of the destination cluster as a
+// func (NewConns) and never imports package engine; the runner that drives
+// a partition (package engine, runner.go) hands it each batch as an
+// Append.
 package replica
 
 import (
