@@ -237,7 +237,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 		e: e, cfg: cfg, src: src, sourceID: id,
 		srcMeta:  newMetaCache(src, []string{}, e.now),
 		dstMeta:  e.dst.leaders,
-		fetchers: make(map[fetch.Key]*fetch.Fetcher),
+		fetchers: make(map[fetch.Key]*fetch.Fetcher[*runner]),
 	}
 	// The source cluster is this mirror's alone: its offsets are listed
 	// with the leaders the mirror routes by, not with a second copy.

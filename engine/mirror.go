@@ -125,7 +125,7 @@ type mirror struct {
 	cancel   context.CancelFunc // ends ctx
 	bg       sync.WaitGroup     // the mirror's own goroutines: watcher, syncs, fetchers
 	mu       sync.Mutex
-	fetchers map[fetch.Key]*fetch.Fetcher
+	fetchers map[fetch.Key]*fetch.Fetcher[*runner]
 	topics   []string        // topics with runners, sorted; guarded by mu
 	peer     peerState       // the source cluster's __mirror_state, for failback
 	groups   []GroupSnapshot // last group offset sync; guarded by mu
@@ -445,13 +445,13 @@ func (m *mirror) topicList() []string {
 
 // fetcherFor returns the fetcher that serves partition p of a topic led by
 // broker, starting it on first use.
-func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetch.Fetcher {
+func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetch.Fetcher[*runner] {
 	key := fetch.Key{Mirror: m.cfg.Name, Broker: broker, Index: replica.Slot(topic, p, m.cfg.NumFetchers)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := m.fetchers[key]
 	if !ok {
-		f = fetch.New(fetch.Config{
+		f = fetch.New[*runner](fetch.Config{
 			Key:     key,
 			Source:  m.src.fetchSource(),
 			Wire:    fetch.WireOptions(m.src.cl, fetch.ClientID(m.e.cfg.Instance, key.Index, m.cfg.Name)),

@@ -190,7 +190,7 @@ func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 // postAs is post; mustAnswer asks for an answer even when it is empty.
 func (r *runner) postAs(ctx context.Context, offset int64, lastEpoch int32, mustAnswer bool) {
 	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
-	w := fetch.Want{
+	w := fetch.Want[*runner]{
 		TopicID: r.src.topicID, Partition: r.partition,
 		Offset: offset, LeaderEpoch: r.src.epoch, LastEpoch: lastEpoch,
 		MaxBytes: r.maxBytes, Gen: r.gen, To: r,

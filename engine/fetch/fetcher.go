@@ -70,29 +70,29 @@ const requestTimeout = 15 * time.Second
 // fetched without long-polling and never share a request with caught-up
 // ones: a caught-up partition in a request that returns at once would
 // spin, and a partition with data in a long-poll would wait for the others.
-type Fetcher struct {
+type Fetcher[R Receiver] struct {
 	key     Key
 	src     Source
 	opts    wire.Options
 	maxWait int32
 	limits  Limits
-	wants   chan Want
-	sess    *session    // the idle partitions (session.go)
+	wants   chan Want[R]
+	sess    *session[R] // the idle partitions (session.go)
 	redial  atomic.Bool // the last dial failed: ask the cluster for the broker's address
 }
 
 // New returns a fetcher; Run starts it.
-func New(cfg Config) *Fetcher {
+func New[R Receiver](cfg Config) *Fetcher[R] {
 	// One request buffer for the fetcher's connections: each Fetch lists
 	// every partition it asks for, and kept per connection the buffers
 	// took a hundred bytes per idle partition.
 	cfg.Wire.Buffers = new(wire.Buffers)
-	return &Fetcher{key: cfg.Key, src: cfg.Source, opts: cfg.Wire, maxWait: cfg.MaxWait, limits: cfg.Limits, wants: make(chan Want, 1024), sess: newSession()}
+	return &Fetcher[R]{key: cfg.Key, src: cfg.Source, opts: cfg.Wire, maxWait: cfg.MaxWait, limits: cfg.Limits, wants: make(chan Want[R], 1024), sess: newSession[R]()}
 }
 
 // Post hands the fetcher a want, waiting while its queue is full; false
 // when ctx ended first.
-func (f *Fetcher) Post(ctx context.Context, w Want) bool {
+func (f *Fetcher[R]) Post(ctx context.Context, w Want[R]) bool {
 	select {
 	case f.wants <- w:
 		return true
@@ -104,29 +104,29 @@ func (f *Fetcher) Post(ctx context.Context, w Want) bool {
 // fetchJob is one Fetch request for a connection to send: the wants it
 // answers (or, for a session request, the session's members) and its
 // long-poll time.
-type fetchJob struct {
-	wants   []Want
+type fetchJob[R Receiver] struct {
+	wants   []Want[R]
 	session bool
 	maxWait int32
 	limits  Limits
 }
 
 // Run dispatches wants to the fetcher's connections until ctx ends.
-func (f *Fetcher) Run(ctx context.Context) {
+func (f *Fetcher[R]) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	free := make(chan int, conns) // a connection finished its job
 	var (
-		jobs    [conns]chan fetchJob
+		jobs    [conns]chan fetchJob[R]
 		busy    [conns]bool
 		polling [conns]bool
 		polls   int
 	)
 	for i := range jobs {
-		jobs[i] = make(chan fetchJob, 1)
+		jobs[i] = make(chan fetchJob[R], 1)
 		wg.Go(func() { f.serve(ctx, jobs[i], free, i) })
 	}
-	var q wantQueue
+	var q wantQueue[R]
 	for {
 		select {
 		case <-ctx.Done():
@@ -154,11 +154,11 @@ func (f *Fetcher) Run(ctx context.Context) {
 			if i < 0 {
 				break
 			}
-			var job fetchJob
+			var job fetchJob[R]
 			if behind := q.takeBehind(); len(behind) > 0 {
-				job = fetchJob{wants: behind, limits: f.limits}
+				job = fetchJob[R]{wants: behind, limits: f.limits}
 			} else if polls < conns-1 && f.sess.due() {
-				job = fetchJob{session: true, maxWait: f.maxWait, limits: f.limits}
+				job = fetchJob[R]{session: true, maxWait: f.maxWait, limits: f.limits}
 				polling[i] = true
 				polls++
 			} else if q.len() == 0 {
@@ -168,7 +168,7 @@ func (f *Fetcher) Run(ctx context.Context) {
 				if len(wants) == 0 {
 					continue // only the wants of runners that have exited
 				}
-				job = fetchJob{wants: wants, maxWait: f.maxWait, limits: f.limits}
+				job = fetchJob[R]{wants: wants, maxWait: f.maxWait, limits: f.limits}
 				polling[i] = true
 				polls++
 			} else {
@@ -182,14 +182,14 @@ func (f *Fetcher) Run(ctx context.Context) {
 
 // take queues a runner's want; it replaces the partition's member of the
 // fetch session, if it has one.
-func (f *Fetcher) take(q *wantQueue, w Want) {
+func (f *Fetcher[R]) take(q *wantQueue[R], w Want[R]) {
 	f.sess.leave(w)
 	q.add(w)
 }
 
 // serve is one connection of the fetcher: it sends the jobs it is given,
 // answers their wants and reports back on free.
-func (f *Fetcher) serve(ctx context.Context, jobs <-chan fetchJob, free chan<- int, i int) {
+func (f *Fetcher[R]) serve(ctx context.Context, jobs <-chan fetchJob[R], free chan<- int, i int) {
 	var conn *wire.Conn
 	defer func() {
 		if conn != nil {
@@ -221,7 +221,7 @@ func (f *Fetcher) serve(ctx context.Context, jobs <-chan fetchJob, free chan<- i
 
 // connect returns conn if it is still usable, or a new connection to the
 // fetcher's broker.
-func (f *Fetcher) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, error) {
+func (f *Fetcher[R]) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, error) {
 	if conn != nil {
 		select {
 		case <-conn.Done(): // failed, or closed by the broker while idle
@@ -251,7 +251,7 @@ func (f *Fetcher) connect(ctx context.Context, conn *wire.Conn) (*wire.Conn, err
 // fetch sends one Fetch request for job on conn (dialing it if needed) and
 // answers each want. It returns the connection to use next, nil if it
 // failed, and the broker's throttle time.
-func (f *Fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wire.Conn, time.Duration) {
+func (f *Fetcher[R]) fetch(ctx context.Context, conn *wire.Conn, job fetchJob[R]) (*wire.Conn, time.Duration) {
 	failAll := func(err error) {
 		for _, w := range job.wants {
 			w.To.Deliver(Result{Gen: w.Gen, Offset: w.Offset, Err: fmt.Errorf("fetch from source broker %d: %w", f.key.Broker, err)})
@@ -294,7 +294,7 @@ func (f *Fetcher) fetch(ctx context.Context, conn *wire.Conn, job fetchJob) (*wi
 }
 
 // deliverAll hands each want its answer.
-func deliverAll(ws []Want, results []Result) {
+func deliverAll[R Receiver](ws []Want[R], results []Result) {
 	for i, w := range ws {
 		w.To.Deliver(results[i])
 	}
@@ -307,7 +307,7 @@ func deliverAll(ws []Want, results []Result) {
 // with another partition's records says nothing about the others: one of
 // them parked now would wait for the session's next request for its next
 // records, up to a long-poll later).
-func (f *Fetcher) answer(wants []Want, fr *kmsg.FetchResponse, idx *wantIndex, expired bool) {
+func (f *Fetcher[R]) answer(wants []Want[R], fr *kmsg.FetchResponse, idx *wantIndex, expired bool) {
 	answered := make([]bool, len(wants))
 	topErr := kerr.ErrorForCode(fr.ErrorCode)
 	at := Since()

@@ -25,7 +25,7 @@ func (r *receiver) SetSource(hwm, _ int64) { r.hwm = hwm }
 // caught-up ones, and neither list shares memory with the input.
 func TestSplitBehind(t *testing.T) {
 	a0, a1, b0 := &receiver{topic: "a"}, &receiver{topic: "a"}, &receiver{topic: "b"}
-	in := []Want{
+	in := []Want[*receiver]{
 		{To: a0, Partition: 0, Behind: true},
 		{To: a1, Partition: 1},
 		{To: b0, Partition: 0, Behind: true},
@@ -47,18 +47,18 @@ func TestSplitBehind(t *testing.T) {
 // an older one still waiting, so one request never asks for a partition
 // twice; behind wants are taken apart from the caught-up ones.
 func TestWantQueueOnePerPartition(t *testing.T) {
-	var q wantQueue
+	var q wantQueue[*receiver]
 	a0, a1 := &receiver{topic: "a"}, &receiver{topic: "a"}
-	q.add(Want{To: a0, Partition: 0, Gen: 1})
-	q.add(Want{To: a1, Partition: 1, Gen: 1, Behind: true})
-	q.add(Want{To: a0, Partition: 0, Gen: 2})
+	q.add(Want[*receiver]{To: a0, Partition: 0, Gen: 1})
+	q.add(Want[*receiver]{To: a1, Partition: 1, Gen: 1, Behind: true})
+	q.add(Want[*receiver]{To: a0, Partition: 0, Gen: 2})
 	if q.len() != 2 {
 		t.Fatalf("queue holds %d wants, want 2", q.len())
 	}
 	if b := q.takeBehind(); len(b) != 1 || b[0].Partition != 1 {
 		t.Fatalf("takeBehind = %v", b)
 	}
-	q.add(Want{To: a0, Partition: 0, Gen: 3})
+	q.add(Want[*receiver]{To: a0, Partition: 0, Gen: 3})
 	all := q.takeAll()
 	if len(all) != 1 || all[0].Gen != 3 {
 		t.Fatalf("takeAll = %v, want only gen 3 of a/0", all)
@@ -66,7 +66,7 @@ func TestWantQueueOnePerPartition(t *testing.T) {
 	if q.len() != 0 || q.takeBehind() != nil {
 		t.Fatal("queue not empty after takeAll")
 	}
-	q.add(Want{To: a0, Partition: 0, Gen: 4})
+	q.add(Want[*receiver]{To: a0, Partition: 0, Gen: 4})
 	if all := q.takeAll(); len(all) != 1 || all[0].Gen != 4 {
 		t.Fatalf("after takeAll, takeAll = %v", all)
 	}
@@ -75,14 +75,14 @@ func TestWantQueueOnePerPartition(t *testing.T) {
 	// the old one's want still waits. The old runner has exited.
 	a0.exited = true
 	again := &receiver{topic: "a"}
-	q.add(Want{To: a0, Partition: 0, Gen: 5, Behind: true})
-	q.add(Want{To: again, Partition: 0, Gen: 1, Behind: true})
-	if b := q.takeBehind(); len(b) != 1 || b[0].To != Receiver(again) {
+	q.add(Want[*receiver]{To: a0, Partition: 0, Gen: 5, Behind: true})
+	q.add(Want[*receiver]{To: again, Partition: 0, Gen: 1, Behind: true})
+	if b := q.takeBehind(); len(b) != 1 || b[0].To != again {
 		t.Fatalf("takeBehind = %v, want only the new runner's want", b)
 	}
-	q.add(Want{To: a0, Partition: 0, Gen: 6})
-	q.add(Want{To: again, Partition: 0, Gen: 2})
-	if all := q.takeAll(); len(all) != 1 || all[0].To != Receiver(again) {
+	q.add(Want[*receiver]{To: a0, Partition: 0, Gen: 6})
+	q.add(Want[*receiver]{To: again, Partition: 0, Gen: 2})
+	if all := q.takeAll(); len(all) != 1 || all[0].To != again {
 		t.Fatalf("takeAll = %v, want only the new runner's want", all)
 	}
 }
@@ -93,15 +93,15 @@ func TestWantQueueOnePerPartition(t *testing.T) {
 // asked for finds none.
 func TestFetchRequestIndex(t *testing.T) {
 	idA, idB := [16]byte{1}, [16]byte{2}
-	var wants []Want
+	var wants []Want[*receiver]
 	for _, w := range []struct {
 		topic string
 		id    [16]byte
 		p     int32
 	}{{"a", idA, 3}, {"b", idB, 0}, {"a", idA, 1}, {"b", idB, 7}} {
-		wants = append(wants, Want{To: &receiver{topic: w.topic}, TopicID: w.id, Partition: w.p, Offset: int64(10 * w.p)})
+		wants = append(wants, Want[*receiver]{To: &receiver{topic: w.topic}, TopicID: w.id, Partition: w.p, Offset: int64(10 * w.p)})
 	}
-	req, idx := fetchRequest(fetchJob{wants: wants, maxWait: 100})
+	req, idx := fetchRequest(fetchJob[*receiver]{wants: wants, maxWait: 100})
 	if len(req.Topics) != 2 || req.Topics[0].Topic != "a" || req.Topics[0].TopicID != idA || len(req.Topics[0].Partitions) != 2 ||
 		req.Topics[1].Topic != "b" || len(req.Topics[1].Partitions) != 2 || req.Topics[1].Partitions[1].FetchOffset != 70 {
 		t.Fatalf("request topics %+v", req.Topics)
@@ -136,10 +136,10 @@ func TestFetchClientIDFormat(t *testing.T) {
 }
 
 func TestFetchRequestLimits(t *testing.T) {
-	if req, _ := fetchRequest(fetchJob{maxWait: 100}); req.MinBytes != 1 || req.MaxBytes != 64<<20 {
+	if req, _ := fetchRequest(fetchJob[*receiver]{maxWait: 100}); req.MinBytes != 1 || req.MaxBytes != 64<<20 {
 		t.Fatalf("defaults: min %d max %d", req.MinBytes, req.MaxBytes)
 	}
-	req, _ := fetchRequest(fetchJob{maxWait: 100, limits: Limits{MinBytes: 1024, MaxBytes: 1 << 20}})
+	req, _ := fetchRequest(fetchJob[*receiver]{maxWait: 100, limits: Limits{MinBytes: 1024, MaxBytes: 1 << 20}})
 	if req.MinBytes != 1024 || req.MaxBytes != 1<<20 {
 		t.Fatalf("mirror.fetch.min.bytes/response.max.bytes: min %d max %d", req.MinBytes, req.MaxBytes)
 	}
@@ -151,15 +151,15 @@ func TestFetchRequestLimits(t *testing.T) {
 // partition with records is answered, and one the response leaves out
 // hears an error.
 func TestAnswerParksIdlePartitions(t *testing.T) {
-	f := New(Config{Key: Key{Broker: 1}})
+	f := New[*receiver](Config{Key: Key{Broker: 1}})
 	idle, must, data, missing := &receiver{topic: "a"}, &receiver{topic: "a"}, &receiver{topic: "a"}, &receiver{topic: "a"}
-	wants := []Want{
+	wants := []Want[*receiver]{
 		{To: idle, Partition: 0, Offset: 5, Gen: 1},
 		{To: must, Partition: 1, Offset: 5, Gen: 1, MustAnswer: true},
 		{To: data, Partition: 2, Offset: 5, Gen: 1},
 		{To: missing, Partition: 3, Offset: 5, Gen: 1},
 	}
-	_, idx := fetchRequest(fetchJob{wants: wants, maxWait: 100})
+	_, idx := fetchRequest(fetchJob[*receiver]{wants: wants, maxWait: 100})
 	fr := kmsg.NewPtrFetchResponse()
 	rt := kmsg.NewFetchResponseTopic()
 	rt.Topic = "a"

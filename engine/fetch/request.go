@@ -34,7 +34,7 @@ func newFetchRequest(maxWait int32, limits Limits) *kmsg.FetchRequest {
 }
 
 // fetchPartition is w's partition in a Fetch request.
-func fetchPartition(w Want) kmsg.FetchRequestTopicPartition {
+func fetchPartition[R Receiver](w Want[R]) kmsg.FetchRequestTopicPartition {
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = w.Partition
 	rp.FetchOffset = w.Offset
@@ -47,7 +47,7 @@ func fetchPartition(w Want) kmsg.FetchRequestTopicPartition {
 
 // fetchRequest builds the sessionless Fetch request of job, with the index
 // that finds a want from a response partition.
-func fetchRequest(job fetchJob) (*kmsg.FetchRequest, *wantIndex) {
+func fetchRequest[R Receiver](job fetchJob[R]) (*kmsg.FetchRequest, *wantIndex) {
 	req := newFetchRequest(job.maxWait, job.limits)
 	idx := newWantIndex()
 	for j, w := range job.wants {
@@ -133,7 +133,7 @@ func hasRecords(fr *kmsg.FetchResponse) bool {
 
 // resultOf is the fetch result of w from its partition's answer p (of
 // topic name).
-func resultOf(w Want, p *kmsg.FetchResponseTopicPartition, name string, broker int32, at time.Duration) Result {
+func resultOf[R Receiver](w Want[R], p *kmsg.FetchResponseTopicPartition, name string, broker int32, at time.Duration) Result {
 	res := Result{Gen: w.Gen, Offset: w.Offset, Records: p.RecordBatches, HWM: p.HighWatermark, LogStart: p.LogStartOffset, At: at}
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		res.Err = fetchErr(name, p.Partition, w.Offset, broker, err)

@@ -28,11 +28,11 @@ type sessKey struct {
 // session is a fetcher's session with its broker. Its requests go one
 // at a time (the broker numbers them); the fetcher's run loop sends them,
 // its connections answer them.
-type session struct {
+type session[R Receiver] struct {
 	mu      sync.Mutex
 	id      int32
 	epoch   int32 // 0: the next request opens a new session, listing every member
-	members map[sessKey]Want
+	members map[sessKey]Want[R]
 	ids     map[[16]byte]string  // topic names of the members' topic ids, for v13+ answers
 	changed map[sessKey]struct{} // members to list in the next request: joined, or the broker has not seen them
 	forget  map[sessKey][16]byte // former members the broker still holds, with their topic ids
@@ -44,15 +44,15 @@ type session struct {
 // members whose runner has exited (a topic that moved to another owner).
 const sweepEvery = 100
 
-func newSession() *session {
-	return &session{
-		members: make(map[sessKey]Want), ids: make(map[[16]byte]string),
+func newSession[R Receiver]() *session[R] {
+	return &session[R]{
+		members: make(map[sessKey]Want[R]), ids: make(map[[16]byte]string),
 		changed: make(map[sessKey]struct{}), forget: make(map[sessKey][16]byte),
 	}
 }
 
 // park makes w a member: its partition is idle at w.Offset.
-func (s *session) park(w Want) {
+func (s *session[R]) park(w Want[R]) {
 	k := sessKey{w.topic(), w.Partition}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -64,13 +64,13 @@ func (s *session) park(w Want) {
 
 // leave removes the member of w's partition, if any: a newer want of the
 // partition replaces it. It reports whether there was one.
-func (s *session) leave(w Want) bool {
+func (s *session[R]) leave(w Want[R]) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.leaveLocked(sessKey{w.topic(), w.Partition})
 }
 
-func (s *session) leaveLocked(k sessKey) bool {
+func (s *session[R]) leaveLocked(k sessKey) bool {
 	w, ok := s.members[k]
 	if !ok {
 		return false
@@ -84,7 +84,7 @@ func (s *session) leaveLocked(k sessKey) bool {
 // due reports whether a session request should go now: none is in
 // flight, and there are members to poll or former members to forget.
 // It marks the request in flight when it does.
-func (s *session) due() bool {
+func (s *session[R]) due() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.polling || (len(s.members) == 0 && len(s.forget) == 0) {
@@ -96,13 +96,13 @@ func (s *session) due() bool {
 
 // request builds the next session request: every member when the session
 // is new, else the members that changed and the former members to forget.
-func (s *session) request(maxWait int32, limits Limits) *kmsg.FetchRequest {
+func (s *session[R]) request(maxWait int32, limits Limits) *kmsg.FetchRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req := newFetchRequest(maxWait, limits)
 	req.SessionID, req.SessionEpoch = s.id, s.epoch
 	topics := make(map[string]int)
-	add := func(w Want) {
+	add := func(w Want[R]) {
 		i, ok := topics[w.topic()]
 		if !ok {
 			i = len(req.Topics)
@@ -144,7 +144,7 @@ func (s *session) request(maxWait int32, limits Limits) *kmsg.FetchRequest {
 // hung broker): what the broker holds is unknown, so the next request
 // opens a new session, and every member leaves with the error, as the
 // partitions of a failed sessionless fetch hear of it.
-func (s *session) failed(broker int32, err error) (deliver []Want, results []Result) {
+func (s *session[R]) failed(broker int32, err error) (deliver []Want[R], results []Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.id, s.epoch, s.polling = 0, 0, false
@@ -152,7 +152,7 @@ func (s *session) failed(broker int32, err error) (deliver []Want, results []Res
 }
 
 // dropAllLocked makes every member leave with err.
-func (s *session) dropAllLocked(broker int32, err error, at time.Duration) (deliver []Want, results []Result) {
+func (s *session[R]) dropAllLocked(broker int32, err error, at time.Duration) (deliver []Want[R], results []Result) {
 	for k, w := range s.members {
 		s.leaveLocked(k)
 		deliver = append(deliver, w)
@@ -165,7 +165,7 @@ func (s *session) dropAllLocked(broker int32, err error, at time.Duration) (deli
 // whose answers go to their runners (they leave the session) with those
 // answers; members whose answer holds nothing new stay, their source
 // offsets published.
-func (s *session) answer(fr *kmsg.FetchResponse, broker int32, at time.Duration) (deliver []Want, results []Result) {
+func (s *session[R]) answer(fr *kmsg.FetchResponse, broker int32, at time.Duration) (deliver []Want[R], results []Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.polling = false

@@ -13,8 +13,13 @@ import (
 )
 
 // Receiver is the owner of a partition's wants: the runner that mirrors it.
-// A fetcher calls it from its own goroutines.
+// A fetcher calls it from its own goroutines. A fetcher is generic in its
+// receivers' type (a pointer to the runner) rather than holding them as
+// interfaces: every want, and every idle partition's want in a fetch
+// session, then takes a word less, and the queue's index is keyed by the
+// pointer.
 type Receiver interface {
+	comparable
 	// Topic is the partition's topic.
 	Topic() string
 	// Deliver hands over the answer to one of the receiver's wants; it
@@ -35,9 +40,9 @@ type Receiver interface {
 //
 // A fetcher holds every idle partition's want, some twice (queued and in a
 // long-poll's request), so it is kept small: the topic is the receiver's.
-type Want struct {
+type Want[R Receiver] struct {
 	TopicID     [16]byte
-	To          Receiver // answered with To.Deliver; To.Topic names the topic
+	To          R // answered with To.Deliver; To.Topic names the topic
 	Offset      int64
 	Gen         uint64
 	Partition   int32
@@ -52,7 +57,7 @@ type Want struct {
 }
 
 // topic is the topic of the want's partition.
-func (w *Want) topic() string { return w.To.Topic() }
+func (w *Want[R]) topic() string { return w.To.Topic() }
 
 // Result is a fetcher's answer to a want.
 type Result struct {
@@ -96,20 +101,20 @@ func ArrivedAt(at time.Duration) time.Time { return clockBase.Add(at) }
 // runner that has exited is dropped when taken, see dropExited), so one
 // request never asks for a partition twice; the answers could not be told
 // apart.
-type wantQueue struct {
-	wants []Want
-	at    map[Receiver]int32 // index in wants of each partition's want
+type wantQueue[R Receiver] struct {
+	wants []Want[R]
+	at    map[R]int32 // index in wants of each partition's want
 }
 
-func (q *wantQueue) len() int { return len(q.wants) }
+func (q *wantQueue[R]) len() int { return len(q.wants) }
 
-func (q *wantQueue) add(w Want) {
+func (q *wantQueue[R]) add(w Want[R]) {
 	if i, ok := q.at[w.To]; ok {
 		q.wants[i] = w
 		return
 	}
 	if q.at == nil {
-		q.at = make(map[Receiver]int32)
+		q.at = make(map[R]int32)
 	}
 	q.at[w.To] = int32(len(q.wants))
 	q.wants = append(q.wants, w)
@@ -118,7 +123,7 @@ func (q *wantQueue) add(w Want) {
 // takeAll removes and returns every want, in a slice of their exact size:
 // the slice lives as long as the long-poll it is sent in, and the room a
 // queue grown by appending keeps (up to as much again) would live with it.
-func (q *wantQueue) takeAll() []Want {
+func (q *wantQueue[R]) takeAll() []Want[R] {
 	out := slices.Clone(q.wants)
 	q.wants = nil
 	clear(q.at)
@@ -130,13 +135,13 @@ func (q *wantQueue) takeAll() []Want {
 // again (its ownership moved away and back) has a new runner for the same
 // partition while the old one's want may still wait: one request must not
 // ask for the partition twice.
-func dropExited(ws []Want) []Want {
-	return slices.DeleteFunc(ws, func(w Want) bool { return w.To.Exited() })
+func dropExited[R Receiver](ws []Want[R]) []Want[R] {
+	return slices.DeleteFunc(ws, func(w Want[R]) bool { return w.To.Exited() })
 }
 
 // takeBehind removes and returns the wants of partitions known to be
 // behind, nil if there are none.
-func (q *wantQueue) takeBehind() []Want {
+func (q *wantQueue[R]) takeBehind() []Want[R] {
 	behind, rest := splitBehind(q.wants)
 	if len(behind) == 0 {
 		return nil
@@ -151,7 +156,7 @@ func (q *wantQueue) takeBehind() []Want {
 
 // splitBehind separates the wants of partitions known to be behind from the
 // others, into new slices.
-func splitBehind(pending []Want) (behind, rest []Want) {
+func splitBehind[R Receiver](pending []Want[R]) (behind, rest []Want[R]) {
 	n := 0
 	for _, w := range pending {
 		if w.Behind {
@@ -161,8 +166,8 @@ func splitBehind(pending []Want) (behind, rest []Want) {
 	if n == 0 {
 		return nil, pending
 	}
-	behind = make([]Want, 0, n)
-	rest = make([]Want, 0, len(pending)-n)
+	behind = make([]Want[R], 0, n)
+	rest = make([]Want[R], 0, len(pending)-n)
 	for _, w := range pending {
 		if w.Behind {
 			behind = append(behind, w)
