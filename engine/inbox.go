@@ -110,6 +110,7 @@ func (r *runner) Exited() bool { return r.hasExited() }
 // woken for.
 func (r *runner) SetSource(hwm, logStart int64) { r.stats.setSource(hwm, logStart) }
 
+// newInbox returns an empty inbox.
 func newInbox() inbox {
 	return inbox{wake: make(chan struct{}, 1), end: observedEnd{end: -1}}
 }

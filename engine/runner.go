@@ -38,8 +38,8 @@ type runner struct {
 
 	position
 	attempt int16 // consecutive transient failures inside MIRRORING, for backoff
-	// outstanding: a want is at the fetcher (kept here, next to the
-	// fields above, where it costs no padding)
+	// outstanding: a want is at the fetcher (kept here, next to
+	// attempt, where it costs no padding)
 	outstanding bool
 	parking     bool        // the loop is to park the runner (park.go)
 	starting    bool        // the runner holds a start slot (starter)
