@@ -58,7 +58,7 @@ func (r *runner) align(ctx context.Context) error {
 		return r.abortedByDestination(err)
 	}
 	if v.offset > a.offset {
-		r.stats.verified(v.offset, v.epoch, v.start)
+		r.verifiedTo(v.offset, v.epoch, v.start)
 	}
 	switch {
 	case dstEnd > srcEnd:
@@ -146,11 +146,11 @@ func (r *runner) anchor(ctx context.Context, dstEnd int64, prevDst [16]byte) (an
 	if err != nil {
 		return anchor{}, err
 	}
-	last, epoch, _ := r.stats.lme()
+	last, epoch := r.mirrored, r.mirroredEpoch
 	if last >= 0 && dstEnd < last+1 {
 		switch {
 		case r.m.rebuiltAs(r.topic, r.dst.topicID):
-			r.stats.forgetPosition()
+			r.forgetMirrored()
 			last, epoch = -1, -1
 		case prevDst != ([16]byte{}) && prevDst != r.dst.topicID:
 			return anchor{}, r.mismatch(last+1, dstEnd, fmt.Errorf("%w: destination topic %s has topic id %s, but offsets up to %d were mirrored into topic id %s: it was deleted and created again, not by a rebuild of mirror %s",

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
 	"github.com/kmirror/kmirror/internal/backoff"
 )
 
@@ -24,61 +22,9 @@ var (
 	// errUnknownOutcome marks an append the broker may have applied
 	// without saying so; it always comes with errRealign, which is what
 	// is left once the resends are exhausted.
-	errUnknownOutcome   = errors.New("outcome unknown")
-	errNotSent          = errors.New("not sent: no connection to the destination leader")
-	errMalformedProduce = errors.New("malformed produce response")
+	errUnknownOutcome = errors.New("outcome unknown")
+	errNotSent        = errors.New("not sent: no connection to the destination leader")
 )
-
-// appendFailure is what a failed append calls for.
-type appendFailure int
-
-const (
-	// failUnknown: the broker may have applied the batch (a timeout, a
-	// lost answer, NOT_ENOUGH_REPLICAS_AFTER_APPEND, a leader that moved
-	// while followers were copying it). Resend the same bytes.
-	failUnknown appendFailure = iota
-	// failWriter: the broker no longer accepts this writer's sequence
-	// (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER, ...); only a new
-	// writer epoch, after alignment, can go on.
-	failWriter
-	// failFenced: another writer holds a newer epoch.
-	failFenced
-	// failFatal: the batch is refused for good (INVALID_RECORD, a
-	// missing authorization...).
-	failFatal
-)
-
-func (f appendFailure) String() string {
-	switch f {
-	case failUnknown:
-		return "outcome unknown"
-	case failWriter:
-		return "writer must change"
-	case failFenced:
-		return "fenced"
-	case failFatal:
-		return "fatal"
-	}
-	return fmt.Sprintf("appendFailure(%d)", int(f))
-}
-
-// appendFailureOf classifies the error of one append. The writer's own
-// errors come first: some of them (OUT_OF_ORDER_SEQUENCE_NUMBER on older
-// brokers) would otherwise pass for retriable.
-func appendFailureOf(err error) appendFailure {
-	switch {
-	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
-		return failFenced
-	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
-		errors.Is(err, kerr.DuplicateSequenceNumber), errors.Is(err, kerr.InvalidProducerIDMapping):
-		// DUPLICATE_SEQUENCE_NUMBER on a resend whose offset the answer
-		// confirms is taken as landed before classifying (completeOnce).
-		return failWriter
-	case retriable(err):
-		return failUnknown
-	}
-	return failFatal
-}
 
 // complete waits for one issued batch and checks where it landed.
 //

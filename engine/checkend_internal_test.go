@@ -22,7 +22,7 @@ func TestCheckEndJudgesByWhatWasAckedWhenRead(t *testing.T) {
 	r.pos, r.acked = 100, 100
 
 	observe := func(end int64, at time.Time) error {
-		r.stats.observeEnd(observedEnd{end: end, at: r.m.e.sinceBase(at)})
+		r.observeEnd(observedEnd{end: end, at: r.m.e.sinceBase(at)})
 		return r.checkEnd()
 	}
 	// The check is read at 100; an append to 120 is acknowledged before

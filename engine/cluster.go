@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
 
@@ -90,6 +91,23 @@ type clusterMeta struct {
 	brokers   []int32
 	addrs     map[int32]string // host:port by broker id
 	topics    map[string]topicMeta
+}
+
+// fetchSource is what the fetchers of the cluster's partitions need of it:
+// a broker's address as the leaders cache names it, and the brokers as
+// the cluster names them now.
+func (c *cluster) fetchSource() fetch.Source {
+	return fetch.Source{
+		Addr:    func(broker int32) (string, bool) { return c.leaders.addrOf(broker) },
+		Brokers: c.brokerAddrs,
+	}
+}
+
+// brokerAddrs is the address of every broker by id, as an uncached
+// Metadata request names them.
+func (c *cluster) brokerAddrs(ctx context.Context) (map[int32]string, error) {
+	meta, err := c.metadata(ctx, []string{})
+	return meta.addrs, err
 }
 
 // metadata issues an uncached Metadata request for topics (nil: all topics).
@@ -252,22 +270,6 @@ func (c *cluster) endOffsetsAged(ctx context.Context, maxAge time.Duration, topi
 		out[p.topic][p.partition] = o.offset
 	}
 	return out, nil
-}
-
-// retriable reports errors after which the same request may succeed once
-// metadata is refreshed or the broker recovers.
-func retriable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable || errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) ||
-			errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicID)
-	}
-	// Anything that is not a Kafka error code is a connection or client
-	// error: retry it.
-	return !errors.Is(err, context.Canceled)
 }
 
 // Writer identities are acquired with InitProducerID requests the engine

@@ -18,9 +18,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/logging"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/wire"
 )
@@ -75,9 +77,9 @@ type Engine struct {
 
 	startups startups // partitions coming up, for the start-up summary
 
-	conns   *connPool
-	sinks   *appendSinks // on conns: the Produce requests of every mirror
-	starter starter      // the runners starting at once (park.go)
+	conns   *replica.Conns
+	sinks   *replica.Sinks // on conns: the Produce requests of every mirror
+	starter starter        // the runners starting at once (park.go)
 	events  *eventQueue
 	coord   *coordinator // nil unless the engine joined __mirror_state
 	// gate holds back appends, fencing and state writes while the
@@ -138,8 +140,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	// One destination metadata cache, on the engine's clock, for every
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
-	e.conns = newConnPool(dst, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2}, cfg.Now)
-	e.sinks = newAppendSinks(e.conns, cfg.RequestTimeout)
+	e.conns = replica.NewConns(dst.brokerAddrs, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2})
+	e.sinks = replica.NewSinks(e.conns, cfg.RequestTimeout)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil
@@ -159,8 +161,8 @@ func (e *Engine) Close() {
 	if e.coord != nil {
 		e.coord.close()
 	}
-	e.sinks.close() // after the runners, whose last appends it carries
-	e.conns.close()
+	e.sinks.Close() // after the runners, whose last appends it carries
+	e.conns.Close()
 	e.dst.close()
 }
 
@@ -235,7 +237,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 		e: e, cfg: cfg, src: src, sourceID: id,
 		srcMeta:  newMetaCache(src, []string{}, e.now),
 		dstMeta:  e.dst.leaders,
-		fetchers: make(map[fetchKey]*fetcher),
+		fetchers: make(map[fetch.Key]*fetch.Fetcher[*runner]),
 	}
 	// The source cluster is this mirror's alone: its offsets are listed
 	// with the leaders the mirror routes by, not with a second copy.

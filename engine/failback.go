@@ -103,7 +103,7 @@ func (r *runner) checkFailback(ctx context.Context, dstEnd int64) (anchor, error
 	}
 	boundary := rec.LastOffset + 1
 	// Past the boundary, what this mirror copied itself is the source's.
-	if own := r.stats.snapshot().LastOffset + 1; own > boundary {
+	if own := r.mirrored + 1; own > boundary {
 		boundary = own
 	}
 	if dstEnd > boundary {

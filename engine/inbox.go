@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"sync"
+	"time"
 
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
@@ -17,14 +19,18 @@ import (
 // and fields rather than a channel per kind of message.
 type inbox struct {
 	mu         sync.Mutex
-	events     []partition.Event  // operator events, oldest first
-	fault      error              // a failure found outside the runner (a deleted source topic)
-	result     *fetchResult       // the fetcher's newest answer, nil when none (an idle runner keeps none)
-	exited     bool               // run has returned: events are dropped
-	checkpoint bool               // the mirror asks for the last mirrored offset to be written
-	retryDue   bool               // the retry timer of retrySeq fired
-	stopQueued bool               // a stop was handed over and no start since (topicStopped)
-	retrySeq   uint32             // the retry scheduled last
+	events     []partition.Event // operator events, oldest first
+	fault      error             // a failure found outside the runner (a deleted source topic)
+	result     *fetch.Result     // the fetcher's newest answer, nil when none (an idle runner keeps none)
+	exited     bool              // run has returned: events are dropped
+	checkpoint bool              // the mirror asks for the last mirrored offset to be written
+	retryDue   bool              // the retry timer of retrySeq fired
+	stopQueued bool              // a stop was handed over and no start since (topicStopped)
+	retrySeq   uint32            // the retry scheduled last
+	// end is the destination log end last observed by the mirror's
+	// watcher, for the runner, which alone can tell a foreign write
+	// from its own appends; end.end is -1 once the runner took it.
+	end        observedEnd
 	cancelWork context.CancelFunc // interrupts the work in progress for a command
 	wake       chan struct{}      // capacity 1
 }
@@ -80,13 +86,70 @@ func (r *runner) inject(err error) {
 // to an older want is replaced, and an unread answer to a newer one is
 // kept (answers to a want abandoned by a realignment may arrive after
 // those to its successor, on another connection or from another fetcher).
-func (r *runner) deliver(res fetchResult) {
+func (r *runner) deliver(res fetch.Result) {
 	r.in.mu.Lock()
-	if r.in.result == nil || res.gen >= r.in.result.gen {
+	if r.in.result == nil || res.Gen >= r.in.result.Gen {
 		r.in.result = &res
 	}
 	r.in.mu.Unlock()
 	r.poke()
+}
+
+// The runner is its wants' fetch.Receiver.
+
+// Topic is the runner's topic.
+func (r *runner) Topic() string { return r.topic }
+
+// Deliver is deliver.
+func (r *runner) Deliver(res fetch.Result) { r.deliver(res) }
+
+// Exited is hasExited.
+func (r *runner) Exited() bool { return r.hasExited() }
+
+// SetSource publishes the source offsets of an answer the runner is not
+// woken for.
+func (r *runner) SetSource(hwm, logStart int64) { r.stats.setSource(hwm, logStart) }
+
+// newInbox returns an empty inbox.
+func newInbox() inbox {
+	return inbox{wake: make(chan struct{}, 1), end: observedEnd{end: -1}}
+}
+
+// observedEnd is a destination log end read at a moment: an answer to a
+// request sent before the runner's last alignment may describe a log that
+// no longer exists (a rebuilt topic) and is ignored.
+type observedEnd struct {
+	end int64
+	at  time.Duration // Engine.sinceBase of when the request was sent
+}
+
+// observeEnd hands the runner a destination log end read by the watcher,
+// and wakes it, when the runner must look at it (partStats.endWanted).
+func (r *runner) observeEnd(o observedEnd) {
+	if !r.stats.endWanted(o.end) {
+		return
+	}
+	r.in.mu.Lock()
+	r.in.end = o
+	r.in.mu.Unlock()
+	r.poke()
+}
+
+// endWaiting reports whether a destination log end waits for takeEnd.
+func (r *runner) endWaiting() bool {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	return r.in.end.end >= 0
+}
+
+// takeEnd returns the destination log end observed since the last call,
+// if any.
+func (r *runner) takeEnd() (observedEnd, bool) {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	o, ok := r.in.end, r.in.end.end >= 0
+	r.in.end.end = -1
+	return o, ok
 }
 
 // takeEvent removes the oldest operator event, if any.
@@ -132,11 +195,11 @@ func (r *runner) resultPending() (pending, empty bool) {
 	if res == nil {
 		return false, false
 	}
-	return true, res.err == nil && len(res.records) == 0 && res.divergence == nil
+	return true, res.Empty()
 }
 
 // takeResult removes the waiting fetch answer into res.
-func (r *runner) takeResult(res *fetchResult) bool {
+func (r *runner) takeResult(res *fetch.Result) bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	if r.in.result == nil {

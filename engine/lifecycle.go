@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
@@ -391,7 +392,7 @@ func isTransient(err error) bool {
 	if errors.As(err, &om) || errors.As(err, &pe) || errors.As(err, &mm) {
 		return false
 	}
-	return errors.Is(err, errRealign) || retriable(err)
+	return errors.Is(err, errRealign) || replica.Retriable(err)
 }
 
 // errorEvent classifies a failure for the state machine.
@@ -469,9 +470,8 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 func (r *runner) record(st partition.Status) store.PartitionRecord {
 	rec := store.NewPartitionRecord(r.m.cfg.Name, r.topic, r.partition)
 	rec.SetStatus(st)
-	var lineage []EpochStart
-	rec.LastOffset, rec.LastEpoch, lineage = r.stats.position()
-	for _, l := range lineage {
+	rec.LastOffset, rec.LastEpoch = r.mirrored, r.mirroredEpoch
+	for _, l := range r.stats.checkpointing(r.mirrored) {
 		rec.Lineage = append(rec.Lineage, store.EpochStart{Epoch: l.Epoch, Start: l.StartOffset})
 	}
 	if r.writer.ProducerID != 0 {

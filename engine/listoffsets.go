@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
 
@@ -46,6 +47,12 @@ var listPolicy = backoff.Policy{Initial: 500 * time.Millisecond, Max: time.Secon
 type listedOffset struct {
 	offset int64
 	err    error
+}
+
+// tp names a topic partition.
+type tp struct {
+	topic     string
+	partition int32
 }
 
 // listing is the answer to listOffsets. A topic the metadata reports an
@@ -362,7 +369,7 @@ func collectListed(resp *kmsg.ListOffsetsResponse, out map[tp]listedOffset, fail
 			switch {
 			case err == nil:
 				out[p] = listedOffset{offset: rp.Offset}
-			case retriable(err) || isAuthFailure(err):
+			case replica.Retriable(err) || isAuthFailure(err):
 				failed = append(failed, listFailure{tp: p, err: err, answered: true})
 			default:
 				out[p] = listedOffset{err: err}

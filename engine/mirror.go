@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,8 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
 )
@@ -124,7 +125,7 @@ type mirror struct {
 	cancel   context.CancelFunc // ends ctx
 	bg       sync.WaitGroup     // the mirror's own goroutines: watcher, syncs, fetchers
 	mu       sync.Mutex
-	fetchers map[fetchKey]*fetcher
+	fetchers map[fetch.Key]*fetch.Fetcher[*runner]
 	topics   []string        // topics with runners, sorted; guarded by mu
 	peer     peerState       // the source cluster's __mirror_state, for failback
 	groups   []GroupSnapshot // last group offset sync; guarded by mu
@@ -298,8 +299,8 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		init := setup(p)
 		initial := init.events
 		stats := newPartStats(m.cfg.Name, topic, p)
-		stats.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		r := newRunner(m, topic, p, stats, init.status)
+		r.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		// Before run publishes it, the status and the initial events
 		// already say whether the partition is (to be) stopped.
 		stats.setStatus(init.status)
@@ -444,16 +445,21 @@ func (m *mirror) topicList() []string {
 
 // fetcherFor returns the fetcher that serves partition p of a topic led by
 // broker, starting it on first use.
-func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetcher {
-	key := fetchKey{mirror: m.cfg.Name, broker: broker, index: partitionSlot(topic, p, m.cfg.NumFetchers)}
+func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetch.Fetcher[*runner] {
+	key := fetch.Key{Mirror: m.cfg.Name, Broker: broker, Index: replica.Slot(topic, p, m.cfg.NumFetchers)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := m.fetchers[key]
 	if !ok {
-		opts := sourceWireOptions(m.src.cl, fetchClientID(m.e.cfg.Instance, key.index, m.cfg.Name))
-		f = newFetcher(key, m.src, opts, int32(m.cfg.FetchMaxWait/time.Millisecond), fetchLimits{m.cfg.FetchMinBytes, m.cfg.FetchResponseMaxBytes})
+		f = fetch.New[*runner](fetch.Config{
+			Key:     key,
+			Source:  m.src.fetchSource(),
+			Wire:    fetch.WireOptions(m.src.cl, fetch.ClientID(m.e.cfg.Instance, key.Index, m.cfg.Name)),
+			MaxWait: int32(m.cfg.FetchMaxWait / time.Millisecond),
+			Limits:  fetch.Limits{MinBytes: m.cfg.FetchMinBytes, MaxBytes: m.cfg.FetchResponseMaxBytes},
+		})
 		m.fetchers[key] = f
-		m.spawn(func() { f.run(m.ctx) })
+		m.spawn(func() { f.Run(m.ctx) })
 	}
 	return f
 }
@@ -551,9 +557,7 @@ func (m *mirror) watch(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			if r.stats.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)}) {
-				r.poke()
-			}
+			r.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)})
 		}
 	}
 }
@@ -661,14 +665,6 @@ func topicCreateConfigs(srcCfgs kadm.ResourceConfigs, t string) map[string]*stri
 		}
 	}
 	return want
-}
-
-// partitionSlot spreads the partitions of one broker over n: the mirror's
-// fetchers, the destination broker's connections (sinkConns).
-func partitionSlot(topic string, p int32, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(topic))
-	return int((h.Sum32() + uint32(p)) % uint32(n))
 }
 
 // spawn runs one of the mirror's own goroutines: close waits for them.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
 
@@ -19,7 +19,7 @@ var zstdCodec = kgo.ZstdCompression()
 
 // inflight is one appended batch whose Produce response is still awaited.
 type inflight struct {
-	call *appendCall // nil when the batch could not be sent: it is resent like a lost answer
+	call *replica.Append // nil when the batch could not be sent: it is resent like a lost answer
 	// b is the batch as sent, already rewritten for its writer identity:
 	// an append whose outcome is unknown is resent byte for byte, so the
 	// broker deduplicates it by producer id, epoch and sequence. For a
@@ -46,7 +46,7 @@ type inflight struct {
 // same: its completion resends it (complete).
 func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, epoch int32, maxTs int64) inflight {
 	f := r.issueAs(ctx, r.writer, nil, b, base, count, epoch, maxTs)
-	r.writer.BaseSequence = nextSequence(r.writer.BaseSequence, count)
+	r.writer.BaseSequence = replica.NextSequence(r.writer.BaseSequence, count)
 	return f
 }
 
@@ -75,8 +75,8 @@ func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
 	if err := r.m.e.gate.wait(ctx); err != nil {
 		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
 	}
-	f.call = &appendCall{topic: r.topic, topicID: r.dst.topicID, partition: r.partition, txnID: f.txnID, records: f.b}
-	r.m.e.sinks.issue(r.dst.leader, f.call)
+	f.call = &replica.Append{Topic: r.topic, TopicID: r.dst.topicID, Partition: r.partition, TxnID: f.txnID, Records: f.b}
+	r.m.e.sinks.Issue(r.dst.leader, f.call)
 	return nil
 }
 
@@ -111,7 +111,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 	}
 	r.m.observeAppend(f, f.call.CompletedAt())
 	r.acked = f.next
-	r.stats.appended(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
+	r.landed(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {
 		r.step(ctx, partition.Progressed{Epoch: r.st.StateEpoch})
 	}
@@ -119,16 +119,16 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 }
 
 // classifyProduceErr turns an error code of a Produce answer into what
-// the runner does about it (appendFailureOf).
+// the runner does about it (replica.FailureOf).
 func (r *runner) classifyProduceErr(base int64, err error) error {
-	switch appendFailureOf(err) {
-	case failFenced:
+	switch replica.FailureOf(err) {
+	case replica.FailFenced:
 		return r.failuref("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)
-	case failUnknown:
+	case replica.FailUnknown:
 		return r.unknownOutcome(base, err)
-	case failWriter:
+	case replica.FailWriter:
 		return fmt.Errorf("%w: append %s/%d at %d: %w", errRealign, r.topic, r.partition, base, err)
-	case failFatal:
+	case replica.FailFatal:
 	}
 	if r.m.cfg.WriteGuard && errors.Is(err, kerr.TopicAuthorizationFailed) {
 		// The guard's DENY applies to kmirror too unless its principal
@@ -176,13 +176,6 @@ func (r *runner) drainWith(ctx context.Context, resend bool) error {
 	}
 	r.inflight = r.inflight[:0]
 	return first
-}
-
-func nextSequence(seq, count int32) int32 {
-	if int64(seq)+int64(count) > math.MaxInt32 {
-		return int32(int64(seq) + int64(count) - math.MaxInt32 - 1)
-	}
-	return seq + count
 }
 
 var errStopSplit = errors.New("stop")

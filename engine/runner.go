@@ -10,13 +10,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // runner owns one mirrored partition: its position, its writer identity and
 // its state. Everything it owns is touched only by its goroutine; what others
-// may read is copied into stats.
+// may read is copied into stats, which the runner writes and never reads
+// back (what others hand it comes through its inbox).
 type runner struct {
 	m         *mirror
 	topic     string
@@ -33,14 +36,10 @@ type runner struct {
 	src route // source leader, epoch and topic id
 	dst route // destination leader and topic id
 
-	pos       int64 // next offset to append: destination log end once in-flight batches land
-	acked     int64 // destination log end confirmed by the broker
-	fillTo    int64 // alignment decided to fill up to here before mirroring
-	deleteTo  int64 // then move the destination log start here (the source's)
-	lastEpoch int32 // source leader epoch of the last fetched batch
-	attempt   int16 // consecutive transient failures inside MIRRORING, for backoff
-	// outstanding: a want is at the fetcher (kept here, next to the
-	// fields above, where it costs no padding)
+	position
+	attempt int16 // consecutive transient failures inside MIRRORING, for backoff
+	// outstanding: a want is at the fetcher (kept here, next to
+	// attempt, where it costs no padding)
 	outstanding bool
 	parking     bool        // the loop is to park the runner (park.go)
 	starting    bool        // the runner holds a start slot (starter)
@@ -64,6 +63,58 @@ type runner struct {
 	// starts (park.go), and the count of its runners still running,
 	// until this one exits.
 	tc *topicCancel
+}
+
+// position is where a runner stands on its partition. Only the runner's
+// goroutine reads or writes it; what others see of it (the snapshot, the
+// watcher, another partition's rebuild) is what the runner publishes in
+// its stats.
+type position struct {
+	pos      int64 // next offset to append: destination log end once in-flight batches land
+	acked    int64 // destination log end confirmed by the broker
+	fillTo   int64 // alignment decided to fill up to here before mirroring
+	deleteTo int64 // then move the destination log start here (the source's)
+	// mirrored is the last mirrored offset (the LME), -1 none, and
+	// mirroredEpoch its source epoch, -1 unknown: what the partition
+	// record checkpoints and the next alignment starts from.
+	mirrored      int64
+	lastEpoch     int32 // source leader epoch of the last fetched batch
+	mirroredEpoch int32
+}
+
+// restore takes the last mirrored offset and epoch, and the epoch lineage,
+// persisted by an earlier owner; -1 means none.
+func (r *runner) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart) {
+	if lastOffset >= 0 {
+		r.mirrored, r.mirroredEpoch = lastOffset, lastEpoch
+	}
+	r.stats.restore(lastOffset, lastEpoch, lineage)
+}
+
+// landed records one batch on the destination, ending before end; epoch
+// -1 marks a filler, which mirrors nothing.
+func (r *runner) landed(base, end int64, epoch int32, bytes int64, maxTs int64, filler bool) {
+	if !filler {
+		r.mirrored, r.mirroredEpoch = end-1, epoch
+	}
+	r.stats.appended(base, end, epoch, bytes, maxTs, filler)
+}
+
+// verifiedTo moves the last mirrored offset up to last, of source epoch
+// epoch, whose first verified batch starts at epochStart: the destination's
+// batches up to it are identical to the source's.
+func (r *runner) verifiedTo(last int64, epoch int32, epochStart int64) {
+	if last > r.mirrored {
+		r.mirrored, r.mirroredEpoch = last, epoch
+	}
+	r.stats.verified(last, epoch, epochStart)
+}
+
+// forgetMirrored clears the last mirrored offset, epoch and lineage: the
+// destination topic was rebuilt by kmirror and holds none of them any more.
+func (r *runner) forgetMirrored() {
+	r.mirrored, r.mirroredEpoch = -1, -1
+	r.stats.forgetPosition()
 }
 
 // runnerRare is what few runners need, kept apart so that thousands of
@@ -97,11 +148,11 @@ func (r *runner) restoredTxns() []txn.Producer {
 func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
 	return &runner{
 		m: m, topic: topic, partition: p, stats: stats, st: st,
-		in:        inbox{wake: make(chan struct{}, 1)},
-		maxBytes:  m.cfg.PartitionFetchBytes,
-		lastEpoch: -1,
-		srcHWM:    -1,
-		coord:     -1,
+		in:       newInbox(),
+		maxBytes: m.cfg.PartitionFetchBytes,
+		position: position{lastEpoch: -1, mirrored: -1, mirroredEpoch: -1},
+		srcHWM:   -1,
+		coord:    -1,
 	}
 }
 
@@ -139,17 +190,15 @@ func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 // postAs is post; mustAnswer asks for an answer even when it is empty.
 func (r *runner) postAs(ctx context.Context, offset int64, lastEpoch int32, mustAnswer bool) {
 	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
-	w := want{
-		topicID: r.src.topicID, partition: r.partition,
-		offset: offset, leaderEpoch: r.src.epoch, lastEpoch: lastEpoch,
-		maxBytes: r.maxBytes, gen: r.gen, to: r,
-		behind:     offset < r.srcHWM || r.srcHWM < 0,
-		mustAnswer: mustAnswer,
+	w := fetch.Want[*runner]{
+		TopicID: r.src.topicID, Partition: r.partition,
+		Offset: offset, LeaderEpoch: r.src.epoch, LastEpoch: lastEpoch,
+		MaxBytes: r.maxBytes, Gen: r.gen, To: r,
+		Behind:     offset < r.srcHWM || r.srcHWM < 0,
+		MustAnswer: mustAnswer,
 	}
-	select {
-	case f.wants <- w:
+	if f.Post(ctx, w) {
 		r.outstanding = true
-	case <-ctx.Done():
 	}
 }
 
@@ -181,7 +230,7 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if r.stats.endWaiting() {
+	if r.endWaiting() {
 		return r.checkEnd()
 	}
 	if err := r.takeFault(); err != nil {
@@ -222,7 +271,7 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 
 // takeFetch handles the fetcher's answer waiting in the inbox.
 func (r *runner) takeFetch(ctx context.Context) error {
-	var res fetchResult
+	var res fetch.Result
 	if !r.takeResult(&res) {
 		return nil
 	}
@@ -237,7 +286,7 @@ func (r *runner) completeOldest(ctx context.Context) error {
 // checkEnd compares the destination log end last observed by the watcher
 // with what the runner appended.
 func (r *runner) checkEnd() error {
-	o, ok := r.stats.takeEnd()
+	o, ok := r.takeEnd()
 	if !ok {
 		return nil
 	}
@@ -265,8 +314,8 @@ func (r *runner) checkEnd() error {
 }
 
 // onFetch handles a fetcher's answer and asks for more.
-func (r *runner) onFetch(ctx context.Context, res *fetchResult) error {
-	if res.gen != r.gen {
+func (r *runner) onFetch(ctx context.Context, res *fetch.Result) error {
+	if res.Gen != r.gen {
 		return nil // answer to a fetch abandoned by a realignment
 	}
 	r.outstanding = false
@@ -280,39 +329,39 @@ func (r *runner) onFetch(ctx context.Context, res *fetchResult) error {
 }
 
 // handleFetch appends the batches of one fetch answer.
-func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
-	if res.err != nil {
-		return r.fetchFailed(ctx, res.err)
+func (r *runner) handleFetch(ctx context.Context, res fetch.Result) error {
+	if res.Err != nil {
+		return r.fetchFailed(ctx, res.Err)
 	}
 	if r.attempt > 0 {
 		r.attempt = 0
 		r.stats.clearError()
 	}
-	r.stats.setSource(res.hwm, res.logStart)
-	r.srcHWM = res.hwm
-	if res.divergence != nil {
+	r.stats.setSource(res.HWM, res.LogStart)
+	r.srcHWM = res.HWM
+	if res.Divergence != nil {
 		// The source answered LastFetchedEpoch with the point where its log
 		// left ours: it lost mirrored records (an unclean election).
-		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: res.divergence.Epoch, SourceEnd: res.divergence.EndOffset, Mirrored: r.pos}
+		return &ULEError{Topic: r.topic, Partition: r.partition, Epoch: res.Divergence.Epoch, SourceEnd: res.Divergence.EndOffset, Mirrored: r.pos}
 	}
 	type item struct {
 		h batch.Header
 		b []byte
 	}
 	var items []item
-	partialAt, err := batch.Split(res.records, func(h batch.Header, b []byte) error {
+	partialAt, err := batch.Split(res.Records, func(h batch.Header, b []byte) error {
 		items = append(items, item{h, b})
 		return nil
 	})
 	if err != nil {
-		return r.failuref("%w at fetch offset %d: %w", ErrBadSourceBatch, res.offset, err)
+		return r.failuref("%w at fetch offset %d: %w", ErrBadSourceBatch, res.Offset, err)
 	}
-	next, nextEpoch := res.offset, r.lastEpoch
+	next, nextEpoch := res.Offset, r.lastEpoch
 	if n := len(items); n > 0 {
 		next = max(next, items[n-1].h.NextOffset())
 		nextEpoch = items[n-1].h.LeaderEpoch
 		r.stats.setSourceNewest(items[n-1].h.MaxTimestamp)
-		r.sizeFetches(len(res.records), next < res.hwm)
+		r.sizeFetches(len(res.Records), next < res.HWM)
 	} else if partialAt >= 0 {
 		// One batch is larger than we asked for: ask for more next time.
 		r.maxBytes = min(r.maxBytes*2, 64<<20)
@@ -327,7 +376,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetchResult) error {
 	// divergence (KIP-320).
 	r.post(ctx, next, nextEpoch)
 	for _, it := range items {
-		if err := r.appendBatch(ctx, it.h, it.b, clockBase.Add(res.at)); err != nil {
+		if err := r.appendBatch(ctx, it.h, it.b, fetch.ArrivedAt(res.At)); err != nil {
 			return err
 		}
 	}
@@ -361,7 +410,7 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		return fmt.Errorf("%w: %w", errRealign, err)
-	case retriable(err):
+	case replica.Retriable(err):
 		r.attempt++
 		if r.attempt > maxRealigns {
 			return &PartitionError{Topic: r.topic, Partition: r.partition, Retryable: true, Err: err}

@@ -20,12 +20,6 @@ type partStats struct {
 
 	rateBytes, rateBatch int64 // the counters at the last rate update; rateBytes -1 before it
 
-	// end is the destination log end last observed by the mirror's
-	// watcher, for the runner, which alone can tell a foreign write from
-	// its own appends; end.end is -1 once the runner took it. The
-	// watcher wakes the runner after leaving one.
-	end observedEnd
-
 	// txns: the runner keeps mirrored transactional producers.
 	txns bool
 
@@ -48,7 +42,6 @@ func newPartStats(mirror, topic string, p int32) *partStats {
 			SourceEpoch: -1, SourceLeader: -1, LastOffset: -1, LastEpoch: -1,
 		},
 		rateBytes:    -1,
-		end:          observedEnd{end: -1},
 		checkpointed: -1,
 	}
 }
@@ -229,16 +222,18 @@ func (s *partStats) addFiller() {
 	s.mu.Unlock()
 }
 
-// position returns the last mirrored offset, its source epoch and the epoch
-// lineage for a partition record, and notes that offset as checkpointed.
-func (s *partStats) position() (int64, int32, []EpochStart) {
+// checkpointing returns the epoch lineage for a partition record that
+// checkpoints the last mirrored offset last (the runner's), and notes it
+// as checkpointed.
+func (s *partStats) checkpointing(last int64) []EpochStart {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.checkpointed = s.ps.LastOffset
-	return s.ps.LastOffset, s.ps.LastEpoch, append([]EpochStart(nil), s.ps.Lineage...)
+	s.checkpointed = last
+	return append([]EpochStart(nil), s.ps.Lineage...)
 }
 
-// lme returns the last mirrored offset and its source epoch.
+// lme returns the last mirrored offset and its source epoch as published,
+// for others than the partition's runner (which keeps its own, position).
 func (s *partStats) lme() (int64, int32, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -300,30 +295,21 @@ func (s *partStats) forgetPosition() {
 	s.mu.Unlock()
 }
 
-// observedEnd is a destination log end read at a moment: an answer to a
-// request sent before the runner's last alignment may describe a log that
-// no longer exists (a rebuilt topic) and is ignored.
-type observedEnd struct {
-	end int64
-	at  time.Duration // Engine.sinceBase of when the request was sent
-}
-
-// observeEnd leaves a destination log end read by the watcher for the
-// runner. Outside MIRRORING it is also the published end: nobody else
-// refreshes it there. It reports whether the runner must look at it: not
-// a MIRRORING partition whose log ends where its own acknowledged appends
+// endWanted takes a destination log end read by the watcher. Outside
+// MIRRORING it is also the published end: nobody else refreshes it there.
+// It reports whether the runner must look at it (observeEnd): not a
+// MIRRORING partition whose log ends where its own acknowledged appends
 // do (nothing foreign, nothing lost) and which keeps no mirrored
 // transactional producers (the check also releases the idle ones), so
 // thousands of idle partitions are not woken every check.
-func (s *partStats) observeEnd(o observedEnd) bool {
+func (s *partStats) endWanted(end int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ps.State != partition.Mirroring {
-		s.ps.DestLogEnd = o.end
-	} else if o.end == s.ps.DestLogEnd && !s.txns {
+		s.ps.DestLogEnd = end
+	} else if end == s.ps.DestLogEnd && !s.txns {
 		return false
 	}
-	s.end = o
 	return true
 }
 
@@ -342,24 +328,6 @@ func (s *partStats) needsSourceEnds() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ps.State != partition.Mirroring || s.ps.Error != ""
-}
-
-// endWaiting reports whether a destination log end waits for takeEnd.
-func (s *partStats) endWaiting() bool {
-	s.mu.Lock()
-	ok := s.end.end >= 0
-	s.mu.Unlock()
-	return ok
-}
-
-// takeEnd returns the destination log end observed since the last call,
-// if any.
-func (s *partStats) takeEnd() (observedEnd, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.end, s.end.end >= 0
-	s.end.end = -1
-	return o, ok
 }
 
 // sourceUnknown marks the source's offsets unknown (unreachable source).

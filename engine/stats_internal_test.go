@@ -26,22 +26,3 @@ func TestRateFromCounters(t *testing.T) {
 		t.Fatalf("rate %v B/s with nothing appended, want 0", ps.BytesPerSec)
 	}
 }
-
-// TestObservedEndTakenOnce: a destination end left by the watcher waits
-// until the runner takes it, once.
-func TestObservedEndTakenOnce(t *testing.T) {
-	s := newPartStats("a-to-b", "t", 0)
-	if s.endWaiting() {
-		t.Fatal("an end waits before any was observed")
-	}
-	s.observeEnd(observedEnd{end: 0, at: time.Second})
-	if !s.endWaiting() {
-		t.Fatal("an observed end of 0 does not wait")
-	}
-	if o, ok := s.takeEnd(); !ok || o.end != 0 || o.at != time.Second {
-		t.Fatalf("takeEnd = %+v %v, want end 0 at 1s", o, ok)
-	}
-	if _, ok := s.takeEnd(); ok || s.endWaiting() {
-		t.Fatal("an end taken twice")
-	}
-}

@@ -163,7 +163,7 @@ func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) er
 		return r.txnError(err)
 	}
 	r.pos, r.acked = h.NextOffset(), h.NextOffset()
-	r.stats.appended(h.BaseOffset, r.pos, h.LeaderEpoch, int64(len(b)), h.MaxTimestamp, false)
+	r.landed(h.BaseOffset, r.pos, h.LeaderEpoch, int64(len(b)), h.MaxTimestamp, false)
 	r.persistTxnsIfChanged(ctx)
 	return r.maybeDelete(ctx)
 }

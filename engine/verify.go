@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/fetch"
 )
 
 // Verification: the contract of alignment.
@@ -268,7 +269,7 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 	r.postAs(ctx, offset, -1, true)
 	defer r.dropFetch()
 	for {
-		var res fetchResult
+		var res fetch.Result
 		if !r.takeResult(&res) {
 			select {
 			case <-ctx.Done():
@@ -277,13 +278,13 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 			}
 			continue
 		}
-		if res.gen != r.gen {
+		if res.Gen != r.gen {
 			continue
 		}
-		if res.err != nil {
-			return nil, res.err
+		if res.Err != nil {
+			return nil, res.Err
 		}
-		bs, partialAt, err := splitFrom(res.records, offset)
+		bs, partialAt, err := splitFrom(res.Records, offset)
 		if err != nil {
 			return nil, r.failuref("%w at %d: %w", ErrBadSourceBatch, offset, err)
 		}
@@ -325,7 +326,7 @@ func splitFrom(records []byte, offset int64) ([]rawBatch, int64, error) {
 // is not known there, so the LME's epoch is then unknown (-1). A batch
 // kmirror did not write ends the walk, loudly.
 func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
-	last, _, _ := r.stats.lme()
+	last := r.mirrored
 	rt, err := r.m.destRoute(ctx, r.topic, r.partition, r.m.e.now())
 	if err == nil {
 		r.dst = rt
@@ -362,7 +363,7 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 		}
 	}
 	if ours > last {
-		r.stats.verified(ours, -1, ours)
+		r.verifiedTo(ours, -1, ours)
 		r.emit(LevelInfo, fmt.Sprintf("stopping: last mirrored offset %d read from the destination (checkpoint %d)", ours, last))
 	}
 }

@@ -1,22 +1,28 @@
-package engine
+// Package replica is the destination side of one partition's driver: the
+// sinks that pack the batches of every partition a destination broker leads
+// into shared Produce requests, on order-preserving connections of their
+// own (sink.go, conns.go), and what an append's outcome calls for
+// (outcome.go). It gets what it needs of the destination cluster as a
+// func (NewConns) and never imports package engine; the runner that drives
+// a partition (package engine, runner.go) hands it each batch as an
+// Append.
+package replica
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/kmirror/kmirror/engine/wire"
 )
 
-// connPool holds order-preserving connections to the destination brokers,
+// Conns holds order-preserving connections to the destination brokers,
 // sinkConns per broker (slots), each used by one sink (sink.go), which
 // writes the requests of its partitions in order.
-type connPool struct {
-	c    *cluster
-	opts wire.Options
-	now  func() time.Time
+type Conns struct {
+	brokers func(ctx context.Context) (map[int32]string, error)
+	opts    wire.Options
 
 	mu    sync.Mutex
 	conns map[connSlot]*wire.Conn
@@ -29,12 +35,15 @@ type connSlot struct {
 	slot   int
 }
 
-func newConnPool(c *cluster, opts wire.Options, now func() time.Time) *connPool {
-	return &connPool{c: c, opts: opts, now: now, conns: make(map[connSlot]*wire.Conn), addrs: make(map[int32]string)}
+// NewConns returns the connections dialed with opts to the brokers as
+// brokers names them (the destination's addresses by broker id, asked
+// of the cluster when a broker's is not known).
+func NewConns(brokers func(ctx context.Context) (map[int32]string, error), opts wire.Options) *Conns {
+	return &Conns{brokers: brokers, opts: opts, conns: make(map[connSlot]*wire.Conn), addrs: make(map[int32]string)}
 }
 
 // get returns the connection of slot to its broker, dialing it if needed.
-func (p *connPool) get(ctx context.Context, slot connSlot) (*wire.Conn, error) {
+func (p *Conns) get(ctx context.Context, slot connSlot) (*wire.Conn, error) {
 	broker := slot.broker
 	p.mu.Lock()
 	if c, ok := p.conns[slot]; ok {
@@ -44,12 +53,12 @@ func (p *connPool) get(ctx context.Context, slot connSlot) (*wire.Conn, error) {
 	addr, ok := p.addrs[broker]
 	p.mu.Unlock()
 	if !ok {
-		m, err := p.c.metadata(ctx, []string{})
+		addrs, err := p.brokers(ctx)
 		if err != nil {
 			return nil, err
 		}
 		p.mu.Lock()
-		for id, a := range m.addrs {
+		for id, a := range addrs {
 			p.addrs[id] = a
 		}
 		addr, ok = p.addrs[broker]
@@ -80,7 +89,7 @@ func (p *connPool) get(ctx context.Context, slot connSlot) (*wire.Conn, error) {
 
 // failed forgets a connection that returned a connection error, so the next
 // get dials again.
-func (p *connPool) failed(slot connSlot, c *wire.Conn, err error) {
+func (p *Conns) failed(slot connSlot, c *wire.Conn, err error) {
 	if !errors.Is(err, wire.ErrConnClosed) {
 		return
 	}
@@ -92,7 +101,8 @@ func (p *connPool) failed(slot connSlot, c *wire.Conn, err error) {
 	c.Close()
 }
 
-func (p *connPool) close() {
+// Close closes the connections; the sinks have ended (Sinks.Close).
+func (p *Conns) Close() {
 	p.mu.Lock()
 	conns := p.conns
 	p.conns = map[connSlot]*wire.Conn{}

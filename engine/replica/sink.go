@@ -1,9 +1,10 @@
-package engine
+package replica
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -32,17 +33,22 @@ const (
 	sinkRequestBytes = 768 << 10
 )
 
-// errSinkClosed fails the appends still queued when the engine closes.
-var errSinkClosed = errors.New("engine closing: append not sent")
+var (
+	// errSinkClosed fails the appends still queued when the engine closes.
+	errSinkClosed = errors.New("engine closing: append not sent")
+	// ErrMalformedProduce is the outcome of an append whose partition the
+	// Produce answer leaves out.
+	ErrMalformedProduce = errors.New("malformed produce response")
+)
 
-// appendCall is one batch's append through a sink and, once done is
-// closed, its outcome.
-type appendCall struct {
-	topic     string
-	topicID   [16]byte
-	partition int32
-	txnID     *string // a mirrored transaction's: such a batch shares a request only with batches of the same id
-	records   []byte
+// Append is one batch's append through a sink and, once Done is closed,
+// its outcome.
+type Append struct {
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+	TxnID     *string // a mirrored transaction's: such a batch shares a request only with batches of the same id
+	Records   []byte
 
 	done chan struct{}
 	resp kmsg.ProduceResponseTopicPartition // the partition's answer, when err is nil
@@ -51,10 +57,10 @@ type appendCall struct {
 }
 
 // Done is closed once the outcome is known.
-func (c *appendCall) Done() <-chan struct{} { return c.done }
+func (c *Append) Done() <-chan struct{} { return c.done }
 
 // Wait returns the partition's answer, or why there is none.
-func (c *appendCall) Wait(ctx context.Context) (*kmsg.ProduceResponseTopicPartition, error) {
+func (c *Append) Wait(ctx context.Context) (*kmsg.ProduceResponseTopicPartition, error) {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
@@ -67,21 +73,21 @@ func (c *appendCall) Wait(ctx context.Context) (*kmsg.ProduceResponseTopicPartit
 }
 
 // CompletedAt is when the outcome arrived.
-func (c *appendCall) CompletedAt() time.Time { return c.at }
+func (c *Append) CompletedAt() time.Time { return c.at }
 
-func (c *appendCall) finish(resp *kmsg.ProduceResponseTopicPartition, err error, at time.Time) {
+func (c *Append) finish(resp *kmsg.ProduceResponseTopicPartition, err error, at time.Time) {
 	if resp != nil {
 		c.resp = *resp
 	}
-	c.err, c.at, c.records = err, at, nil
+	c.err, c.at, c.Records = err, at, nil
 	close(c.done)
 }
 
-// appendSinks are the engine's sinks, one per destination broker, each
+// Sinks are the engine's sinks, one per destination broker, each
 // with its own goroutine: the appends of every partition a broker leads
 // share its Produce requests, as a Kafka producer's do.
-type appendSinks struct {
-	pool    *connPool
+type Sinks struct {
+	pool    *Conns
 	timeout int32 // TimeoutMillis of every Produce
 
 	ctx    context.Context // ends after the runners are done (close)
@@ -92,17 +98,19 @@ type appendSinks struct {
 	sinks map[connSlot]*appendSink
 }
 
-func newAppendSinks(pool *connPool, timeout time.Duration) *appendSinks {
-	s := &appendSinks{pool: pool, timeout: int32(timeout / time.Millisecond), sinks: make(map[connSlot]*appendSink)}
+// NewSinks returns the sinks on pool's connections, whose Produce requests
+// wait up to timeout for the destination's replicas.
+func NewSinks(pool *Conns, timeout time.Duration) *Sinks {
+	s := &Sinks{pool: pool, timeout: int32(timeout / time.Millisecond), sinks: make(map[connSlot]*appendSink)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
-// issue queues c for the destination broker and returns at once, on the
+// Issue queues c for the destination broker and returns at once, on the
 // sink of its partition's slot.
-func (s *appendSinks) issue(broker int32, c *appendCall) {
+func (s *Sinks) Issue(broker int32, c *Append) {
 	c.done = make(chan struct{})
-	slot := connSlot{broker: broker, slot: partitionSlot(c.topic, c.partition, sinkConns)}
+	slot := connSlot{broker: broker, slot: Slot(c.Topic, c.Partition, sinkConns)}
 	s.mu.Lock()
 	sk, ok := s.sinks[slot]
 	if !ok {
@@ -114,9 +122,9 @@ func (s *appendSinks) issue(broker int32, c *appendCall) {
 	sk.add(c)
 }
 
-// close ends the sinks once nothing appends any more (the runners have
+// Close ends the sinks once nothing appends any more (the runners have
 // exited): what is queued or in flight fails.
-func (s *appendSinks) close() {
+func (s *Sinks) Close() {
 	s.cancel()
 	s.wg.Wait()
 }
@@ -126,16 +134,16 @@ func (s *appendSinks) close() {
 // the order they were issued, in requests written in that order on one
 // connection, so the broker sees each partition's sequences in order.
 type appendSink struct {
-	pool    *connPool
+	pool    *Conns
 	slot    connSlot
 	timeout int32
 
 	mu    sync.Mutex
-	queue []*appendCall // issued, not sent, oldest first
+	queue []*Append // issued, not sent, oldest first
 	wake  chan struct{}
 }
 
-func (s *appendSink) add(c *appendCall) {
+func (s *appendSink) add(c *Append) {
 	s.mu.Lock()
 	s.queue = append(s.queue, c)
 	s.mu.Unlock()
@@ -149,7 +157,7 @@ func (s *appendSink) add(c *appendCall) {
 type sentRequest struct {
 	p     *wire.Pending
 	conn  *wire.Conn
-	calls []*appendCall
+	calls []*Append
 }
 
 func (s *appendSink) run(ctx context.Context) {
@@ -229,7 +237,7 @@ func (s *appendSink) failQueued(err error) {
 	s.fail(q, err, time.Now())
 }
 
-func (s *appendSink) fail(calls []*appendCall, err error, at time.Time) {
+func (s *appendSink) fail(calls []*Append, err error, at time.Time) {
 	for _, c := range calls {
 		c.finish(nil, err, at)
 	}
@@ -247,43 +255,43 @@ type sinkKey struct {
 // it: the oldest append, and after it every append of a partition not in
 // the request yet, with the same transactional id, within the request's
 // size; an append left queued holds back its partition's later ones.
-func (s *appendSink) take() (*kmsg.ProduceRequest, []*appendCall) {
+func (s *appendSink) take() (*kmsg.ProduceRequest, []*Append) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first := s.queue[0]
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = s.timeout
-	req.TransactionID = first.txnID
+	req.TransactionID = first.TxnID
 	seen := make(map[sinkKey]bool, len(s.queue))
 	topics := make(map[string]int)
 	var (
-		calls []*appendCall
-		rest  []*appendCall
+		calls []*Append
+		rest  []*Append
 		bytes int
 	)
 	for _, c := range s.queue {
-		k := sinkKey{topic: c.topic, partition: c.partition}
-		fits := len(calls) == 0 || (bytes+len(c.records) <= sinkRequestBytes && sameTxn(c.txnID, first.txnID))
+		k := sinkKey{topic: c.Topic, partition: c.Partition}
+		fits := len(calls) == 0 || (bytes+len(c.Records) <= sinkRequestBytes && sameTxn(c.TxnID, first.TxnID))
 		if seen[k] || !fits {
 			seen[k] = true
 			rest = append(rest, c)
 			continue
 		}
 		seen[k] = true
-		bytes += len(c.records)
+		bytes += len(c.Records)
 		calls = append(calls, c)
-		i, ok := topics[c.topic]
+		i, ok := topics[c.Topic]
 		if !ok {
 			i = len(req.Topics)
-			topics[c.topic] = i
+			topics[c.Topic] = i
 			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic, rt.TopicID = c.topic, c.topicID
+			rt.Topic, rt.TopicID = c.Topic, c.TopicID
 			req.Topics = append(req.Topics, rt)
 		}
 		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition = c.partition
-		rp.Records = c.records
+		rp.Partition = c.Partition
+		rp.Records = c.Records
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	s.queue = rest
@@ -318,15 +326,23 @@ func (s *appendSink) answer(sr sentRequest) (connFailed bool) {
 		}
 	}
 	for _, c := range sr.calls {
-		k := sinkKey{topic: c.topic, partition: c.partition}
+		k := sinkKey{topic: c.Topic, partition: c.Partition}
 		if byID {
-			k = sinkKey{id: c.topicID, partition: c.partition}
+			k = sinkKey{id: c.TopicID, partition: c.Partition}
 		}
 		if a, ok := answers[k]; ok {
 			c.finish(a, nil, at)
 		} else {
-			c.finish(nil, errMalformedProduce, at)
+			c.finish(nil, ErrMalformedProduce, at)
 		}
 	}
 	return false
+}
+
+// Slot spreads the partitions of one broker over n: the mirror's fetchers,
+// the destination broker's connections (sinkConns).
+func Slot(topic string, p int32, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	return int((h.Sum32() + uint32(p)) % uint32(n))
 }

@@ -1,4 +1,4 @@
-package engine
+package fetch
 
 import (
 	"errors"
@@ -25,14 +25,14 @@ type sessKey struct {
 	partition int32
 }
 
-// fetchSession is a fetcher's session with its broker. Its requests go one
+// session is a fetcher's session with its broker. Its requests go one
 // at a time (the broker numbers them); the fetcher's run loop sends them,
 // its connections answer them.
-type fetchSession struct {
+type session[R Receiver] struct {
 	mu      sync.Mutex
 	id      int32
 	epoch   int32 // 0: the next request opens a new session, listing every member
-	members map[sessKey]want
+	members map[sessKey]Want[R]
 	ids     map[[16]byte]string  // topic names of the members' topic ids, for v13+ answers
 	changed map[sessKey]struct{} // members to list in the next request: joined, or the broker has not seen them
 	forget  map[sessKey][16]byte // former members the broker still holds, with their topic ids
@@ -44,47 +44,47 @@ type fetchSession struct {
 // members whose runner has exited (a topic that moved to another owner).
 const sweepEvery = 100
 
-func newFetchSession() *fetchSession {
-	return &fetchSession{
-		members: make(map[sessKey]want), ids: make(map[[16]byte]string),
+func newSession[R Receiver]() *session[R] {
+	return &session[R]{
+		members: make(map[sessKey]Want[R]), ids: make(map[[16]byte]string),
 		changed: make(map[sessKey]struct{}), forget: make(map[sessKey][16]byte),
 	}
 }
 
-// park makes w a member: its partition is idle at w.offset.
-func (s *fetchSession) park(w want) {
-	k := sessKey{w.topic(), w.partition}
+// park makes w a member: its partition is idle at w.Offset.
+func (s *session[R]) park(w Want[R]) {
+	k := sessKey{w.topic(), w.Partition}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.members[k] = w
-	s.ids[w.topicID] = k.topic
+	s.ids[w.TopicID] = k.topic
 	s.changed[k] = struct{}{}
 	delete(s.forget, k)
 }
 
 // leave removes the member of w's partition, if any: a newer want of the
 // partition replaces it. It reports whether there was one.
-func (s *fetchSession) leave(w want) bool {
+func (s *session[R]) leave(w Want[R]) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.leaveLocked(sessKey{w.topic(), w.partition})
+	return s.leaveLocked(sessKey{w.topic(), w.Partition})
 }
 
-func (s *fetchSession) leaveLocked(k sessKey) bool {
+func (s *session[R]) leaveLocked(k sessKey) bool {
 	w, ok := s.members[k]
 	if !ok {
 		return false
 	}
 	delete(s.members, k)
 	delete(s.changed, k)
-	s.forget[k] = w.topicID
+	s.forget[k] = w.TopicID
 	return true
 }
 
 // due reports whether a session request should go now: none is in
 // flight, and there are members to poll or former members to forget.
 // It marks the request in flight when it does.
-func (s *fetchSession) due() bool {
+func (s *session[R]) due() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.polling || (len(s.members) == 0 && len(s.forget) == 0) {
@@ -96,19 +96,19 @@ func (s *fetchSession) due() bool {
 
 // request builds the next session request: every member when the session
 // is new, else the members that changed and the former members to forget.
-func (s *fetchSession) request(maxWait int32, limits fetchLimits) *kmsg.FetchRequest {
+func (s *session[R]) request(maxWait int32, limits Limits) *kmsg.FetchRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req := newFetchRequest(maxWait, limits)
 	req.SessionID, req.SessionEpoch = s.id, s.epoch
 	topics := make(map[string]int)
-	add := func(w want) {
+	add := func(w Want[R]) {
 		i, ok := topics[w.topic()]
 		if !ok {
 			i = len(req.Topics)
 			topics[w.topic()] = i
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = w.topic(), w.topicID
+			rt.Topic, rt.TopicID = w.topic(), w.TopicID
 			req.Topics = append(req.Topics, rt)
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, fetchPartition(w))
@@ -144,19 +144,19 @@ func (s *fetchSession) request(maxWait int32, limits fetchLimits) *kmsg.FetchReq
 // hung broker): what the broker holds is unknown, so the next request
 // opens a new session, and every member leaves with the error, as the
 // partitions of a failed sessionless fetch hear of it.
-func (s *fetchSession) failed(broker int32, err error) (deliver []want, results []fetchResult) {
+func (s *session[R]) failed(broker int32, err error) (deliver []Want[R], results []Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.id, s.epoch, s.polling = 0, 0, false
-	return s.dropAllLocked(broker, err, time.Since(clockBase))
+	return s.dropAllLocked(broker, err, Since())
 }
 
 // dropAllLocked makes every member leave with err.
-func (s *fetchSession) dropAllLocked(broker int32, err error, at time.Duration) (deliver []want, results []fetchResult) {
+func (s *session[R]) dropAllLocked(broker int32, err error, at time.Duration) (deliver []Want[R], results []Result) {
 	for k, w := range s.members {
 		s.leaveLocked(k)
 		deliver = append(deliver, w)
-		results = append(results, fetchResult{gen: w.gen, offset: w.offset, at: at, err: fetchErr(w.topic(), w.partition, w.offset, broker, err)})
+		results = append(results, Result{Gen: w.Gen, Offset: w.Offset, At: at, Err: fetchErr(w.topic(), w.Partition, w.Offset, broker, err)})
 	}
 	return deliver, results
 }
@@ -165,14 +165,14 @@ func (s *fetchSession) dropAllLocked(broker int32, err error, at time.Duration) 
 // whose answers go to their runners (they leave the session) with those
 // answers; members whose answer holds nothing new stay, their source
 // offsets published.
-func (s *fetchSession) answer(fr *kmsg.FetchResponse, broker int32, at time.Duration) (deliver []want, results []fetchResult) {
+func (s *session[R]) answer(fr *kmsg.FetchResponse, broker int32, at time.Duration) (deliver []Want[R], results []Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.polling = false
 	s.polls++
 	if s.polls%sweepEvery == 0 {
 		for k, w := range s.members {
-			if w.to.hasExited() {
+			if w.To.Exited() {
 				s.leaveLocked(k)
 			}
 		}
@@ -212,8 +212,8 @@ func (s *fetchSession) answer(fr *kmsg.FetchResponse, broker int32, at time.Dura
 				continue // left the session since the request was built
 			}
 			res := resultOf(w, p, name, broker, at)
-			if res.idleAt(w.offset) {
-				w.to.stats.setSource(res.hwm, res.logStart)
+			if res.idleAt(w.Offset) {
+				w.To.SetSource(res.HWM, res.LogStart)
 				continue
 			}
 			s.leaveLocked(k)
@@ -222,11 +222,4 @@ func (s *fetchSession) answer(fr *kmsg.FetchResponse, broker int32, at time.Dura
 		}
 	}
 	return deliver, results
-}
-
-// idleAt reports whether the answer to a want at offset holds nothing a
-// runner must see: no records, no error, no divergence, nothing beyond
-// the offset.
-func (res *fetchResult) idleAt(offset int64) bool {
-	return res.err == nil && len(res.records) == 0 && res.divergence == nil && res.hwm <= offset
 }
