@@ -15,12 +15,12 @@ import (
 // align is LOG_ALIGNMENT: compare the destination log with the source log
 // and decide where mirroring resumes. It writes nothing.
 func (r *runner) align(ctx context.Context) error {
-	at := r.m.e.now()
-	src, err := r.m.sourceRoute(ctx, r.topic, r.partition, at)
+	at := r.deps.now()
+	src, err := r.deps.source.route(ctx, r.topic, r.partition, at)
 	if err != nil {
 		return err
 	}
-	dst, err := r.m.destRoute(ctx, r.topic, r.partition, at)
+	dst, err := r.deps.dest.route(ctx, r.topic, r.partition, at)
 	if err != nil {
 		return err
 	}
@@ -29,18 +29,18 @@ func (r *runner) align(ctx context.Context) error {
 	prevDst := r.dst.topicID
 	r.src, r.dst = src, dst
 	r.stats.setTopicIDs(topicIDString(src.topicID), topicIDString(dst.topicID))
-	if id := r.m.srcMeta.clusterID(); id != r.m.sourceID {
+	if id := r.deps.source.clusterID(); id != r.deps.sourceID {
 		return r.failuref("%w: the source bootstrap %s now reaches cluster %s, but mirror %s was created against cluster %s",
-			ErrSourceClusterChanged, strings.Join(r.m.cfg.SourceBootstrap, ","), id, r.m.cfg.Name, r.m.sourceID)
+			ErrSourceClusterChanged, strings.Join(r.deps.sourceBootstrap, ","), id, r.deps.mirror, r.deps.sourceID)
 	}
-	if err := r.m.checkSourceTopicID(r.topic, r.partition, src.topicID); err != nil {
+	if err := r.deps.source.checkTopicID(r.topic, r.partition, src.topicID); err != nil {
 		return err
 	}
-	srcStart, srcEnd, err := r.m.src.offsets(ctx, r.topic, r.partition)
+	srcStart, srcEnd, err := r.deps.source.offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err
 	}
-	dstStart, dstEnd, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
+	dstStart, dstEnd, err := r.deps.dest.offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (r *runner) align(ctx context.Context) error {
 		r.fillTo, r.deleteTo = 0, 0
 	}
 	r.pos, r.acked = dstEnd, dstEnd
-	r.alignedAt = r.m.e.sinceBase(at)
+	r.alignedAt = r.deps.sinceBase(at)
 	r.dropFetch()
 	if r.txm == nil && len(r.restoredTxns()) > 0 {
 		// Continue the mirrored transactions of the previous owner now,
@@ -149,12 +149,12 @@ func (r *runner) anchor(ctx context.Context, dstEnd int64, prevDst [16]byte) (an
 	last, epoch := r.mirrored, r.mirroredEpoch
 	if last >= 0 && dstEnd < last+1 {
 		switch {
-		case r.m.rebuiltAs(r.topic, r.dst.topicID):
+		case r.deps.dest.rebuiltAs(r.topic, r.dst.topicID):
 			r.forgetMirrored()
 			last, epoch = -1, -1
 		case prevDst != ([16]byte{}) && prevDst != r.dst.topicID:
 			return anchor{}, r.mismatch(last+1, dstEnd, fmt.Errorf("%w: destination topic %s has topic id %s, but offsets up to %d were mirrored into topic id %s: it was deleted and created again, not by a rebuild of mirror %s",
-				ErrDestinationLost, r.topic, topicIDString(r.dst.topicID), last, topicIDString(prevDst), r.m.cfg.Name))
+				ErrDestinationLost, r.topic, topicIDString(r.dst.topicID), last, topicIDString(prevDst), r.deps.mirror))
 		}
 	}
 	if last < 0 || fb.offset > last {
@@ -182,7 +182,7 @@ func (r *runner) checkSourceEpoch(ctx context.Context, a anchor, srcStart int64)
 	mirrored := a.offset + 1
 	var req kadm.OffsetForLeaderEpochRequest
 	req.Add(r.topic, r.partition, a.epoch)
-	resp, err := r.m.src.adm.OffsetForLeaderEpoch(ctx, req)
+	resp, err := r.deps.source.offsetForLeaderEpoch(ctx, req)
 	if err != nil {
 		return fmt.Errorf("source offset for leader epoch %s/%d: %w", r.topic, r.partition, err)
 	}
@@ -204,10 +204,10 @@ func (r *runner) fence(ctx context.Context) error {
 		return err
 	}
 	// The guard goes on before the check: from then on nobody else writes.
-	if err := r.m.guardTopic(ctx, r.topic, false); err != nil {
+	if err := r.deps.dest.guardTopic(ctx, r.topic, false); err != nil {
 		return err
 	}
-	_, end, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
+	_, end, err := r.deps.dest.offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err
 	}
@@ -219,12 +219,12 @@ func (r *runner) fence(ctx context.Context) error {
 
 // initWriter acquires the partition's writer identity with a bumped epoch.
 func (r *runner) initWriter(ctx context.Context) error {
-	txnID := writerID(r.m.cfg.Name, r.topic, r.partition)
-	timeout, err := r.m.e.writerTimeout(ctx)
+	txnID := writerID(r.deps.mirror, r.topic, r.partition)
+	timeout, err := r.deps.dest.writerTimeout(ctx)
 	if err != nil {
 		return fmt.Errorf("init writer %s: %w", txnID, err)
 	}
-	resp, err := r.m.e.dst.initProducerID(ctx, txnID, timeout, &r.coord)
+	resp, err := r.deps.dest.initProducerID(ctx, txnID, timeout, &r.coord)
 	if err != nil {
 		return fmt.Errorf("init writer %s: %w", txnID, err)
 	}

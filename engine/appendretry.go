@@ -81,12 +81,12 @@ func (r *runner) appendFailed(ctx context.Context, f inflight, err error) error 
 func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause error) error {
 	r.stats.setError(cause.Error(), true)
 	r.emit(LevelWarn, fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, appendRetries, cause))
-	at := r.m.e.now()
-	p := backoff.Policy{Initial: r.m.cfg.RetryInitial, Max: min(r.m.cfg.RetryMax, appendRetryMax)}
-	if !r.wait(ctx, p.Delay(attempt, r.m.e.jitter())) {
+	at := r.deps.now()
+	p := backoff.Policy{Initial: r.deps.retryInitial, Max: min(r.deps.retryMax, appendRetryMax)}
+	if !r.wait(ctx, p.Delay(attempt, r.deps.jitter())) {
 		return ctx.Err()
 	}
-	rt, err := r.m.destRoute(ctx, r.topic, r.partition, at)
+	rt, err := r.deps.dest.route(ctx, r.topic, r.partition, at)
 	if err != nil {
 		r.unsend(0)
 		f.call = nil

@@ -15,14 +15,15 @@ import (
 func TestCheckEndJudgesByWhatWasAckedWhenRead(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	tick := func() time.Time { clock = clock.Add(time.Second); return clock }
-	r := &runner{m: &mirror{e: &Engine{now: func() time.Time { return clock }, base: clock}},
+	e := &Engine{now: func() time.Time { return clock }, base: clock}
+	r := &runner{deps: &replicaDeps{now: e.now, sinceBase: e.sinceBase},
 		stats: newPartStats("a-to-b", "t", 0)}
 	r.stats.ps.State = partition.Mirroring
 	r.alignedAt = 0
 	r.pos, r.acked = 100, 100
 
 	observe := func(end int64, at time.Time) error {
-		r.observeEnd(observedEnd{end: end, at: r.m.e.sinceBase(at)})
+		r.observeEnd(observedEnd{end: end, at: r.deps.sinceBase(at)})
 		return r.checkEnd()
 	}
 	// The check is read at 100; an append to 120 is acknowledged before

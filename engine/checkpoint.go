@@ -64,7 +64,7 @@ func (r *runner) takeCheckpoint() bool {
 func (r *runner) checkpoint() {
 	// An instance that may have lost its shards writes no record: it
 	// would contradict the new owner's.
-	if r.persist == nil || !r.stats.checkpointDue() || !r.m.e.gate.allowed() {
+	if r.persist == nil || !r.stats.checkpointDue() || !r.deps.gate.allowed() {
 		return
 	}
 	rec := r.record(r.liveStatus())
@@ -83,7 +83,7 @@ const finalCheckpointTimeout = 5 * time.Second
 // since its last record, and waits for the write (bounded): the next owner
 // starts from it.
 func (r *runner) finalCheckpoint() {
-	if r.persist == nil || !r.stats.checkpointDue() || !r.m.e.gate.allowed() {
+	if r.persist == nil || !r.stats.checkpointDue() || !r.deps.gate.allowed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
@@ -110,7 +110,7 @@ func (m *mirror) requestCheckpoints(rs []*runner) {
 // after progress writes the record without them.
 func (r *runner) retrying(msg string) {
 	r.stats.setRetrying(msg, r.attempt)
-	if r.persist == nil || !r.m.e.gate.allowed() {
+	if r.persist == nil || !r.deps.gate.allowed() {
 		return
 	}
 	r.persist.putAsync(r.record(r.liveStatus()), func(err error) {

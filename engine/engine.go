@@ -244,6 +244,7 @@ func (e *Engine) openMirror(ctx context.Context, cfg MirrorConfig, wantSourceID 
 	src.leaders = m.srcMeta
 	m.ctx, m.cancel = context.WithCancel(e.ctx)
 	m.bucket = throttle.New(cfg.ThrottleRate, e.now)
+	m.deps = newReplicaDeps(m)
 	m.setLive(cfg, store.MirrorDef{})
 	if unreachable != nil {
 		m.srcReach.markDown(e.now(), unreachable)

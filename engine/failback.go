@@ -85,11 +85,11 @@ func forwardRecord(cat *store.Catalog, destID, topic string, p int32) (store.Mir
 // outside a failback).
 func (r *runner) checkFailback(ctx context.Context, dstEnd int64) (anchor, error) {
 	none := anchor{offset: -1, epoch: -1}
-	cat, err := r.m.peerCatalog(ctx)
+	cat, err := r.deps.m.peerCatalog(ctx)
 	if err != nil {
 		return none, err
 	}
-	def, td, rec, ok := forwardRecord(cat, r.m.e.destID, r.topic, r.partition)
+	def, td, rec, ok := forwardRecord(cat, r.deps.m.e.destID, r.topic, r.partition)
 	if !ok {
 		return none, nil
 	}

@@ -36,7 +36,7 @@ func (r *runner) loop(ctx context.Context) {
 		if work := r.work; work != nil {
 			var ev partition.Event
 			if _, ok := work.(partition.StartFetching); ok {
-				r.m.e.starter.started(r) // aligned and fenced: started
+				r.deps.starter.started(r) // aligned and fenced: started
 				ev = r.doFetching(ctx)
 			} else {
 				ev = r.do(ctx, work)
@@ -58,7 +58,7 @@ func (r *runner) loop(ctx context.Context) {
 		}
 	}
 	r.exit()
-	r.m.e.partitionGone(r.m.cfg.Name, r.topic, r.partition)
+	r.deps.events.partitionGone(r.topic, r.partition)
 }
 
 // begin publishes the initial status and steps the initial events.
@@ -87,9 +87,9 @@ func (r *runner) exit() {
 		r.retry.Stop()
 	}
 	r.markExited()
-	r.m.e.starter.started(r)
+	r.deps.starter.started(r)
 	r.tc.running.Done()
-	r.m.e.wg.Done()
+	r.deps.exited()
 }
 
 // waitEvent steps an operator event, a failure or a due retry while no
@@ -101,8 +101,8 @@ func (r *runner) waitEvent(ctx context.Context) {
 	}
 	if r.retry != nil && r.takeRetryDue() {
 		r.retry = nil
-		tick := partition.Tick{Now: r.m.e.now(), Jitter: r.m.e.jitter()}
-		if down := r.m.sourceDown(); down != nil {
+		tick := partition.Tick{Now: r.deps.now(), Jitter: r.deps.jitter()}
+		if down := r.deps.source.down(); down != nil {
 			tick.SourceUnreachable = down.Error()
 		}
 		r.step(ctx, tick)
@@ -140,7 +140,7 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 	r.st = next
 	r.stats.setStatus(r.st)
 	if next.State == partition.Failed && prev != partition.Failed {
-		r.m.failures.add(next.Cause)
+		r.deps.events.failed(next.Cause)
 	}
 	if next.State == partition.Paused && prev != partition.Paused {
 		r.warnPausedTxns(ctx)
@@ -150,9 +150,9 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 		case partition.Persist:
 			r.persistStatus(ctx, a.Status)
 		case partition.Emit:
-			r.m.e.emitState(a.Severity, r.m.cfg.Name, r.topic, r.partition, prev, next.State, a.Message)
+			r.deps.events.emitState(a.Severity, r.topic, r.partition, prev, next.State, a.Message)
 		case partition.ScheduleRetry:
-			r.scheduleRetry(max(0, a.At.Sub(r.m.e.now())))
+			r.scheduleRetry(max(0, a.At.Sub(r.deps.now())))
 		case partition.Halt:
 			r.dropFetch()
 			_ = r.drain(ctx)
@@ -238,7 +238,7 @@ func (r *runner) stepPending(ctx context.Context) bool {
 
 // uleDetected is the event of a source unclean election found by work.
 func (r *runner) uleDetected(epoch int64, err error) partition.Event {
-	return partition.ULEDetected{Epoch: epoch, Enabled: r.m.cfg.UncleanRecovery, Reason: err.Error()}
+	return partition.ULEDetected{Epoch: epoch, Enabled: r.deps.unclean, Reason: err.Error()}
 }
 
 // perform runs a work action other than MIRRORING (doFetching runs that
@@ -359,7 +359,7 @@ func (r *runner) realign(ctx context.Context, err error) error {
 		}
 		r.retrying("realigning: " + err.Error())
 		cause, _, _ := r.classify(err)
-		r.m.realigns.add(cause)
+		r.deps.events.realigned(cause)
 		r.emit(LevelWarn, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()
@@ -398,7 +398,7 @@ func isTransient(err error) bool {
 // errorEvent classifies a failure for the state machine.
 func (r *runner) errorEvent(epoch int64, err error) partition.Event {
 	cause, retryable, err := r.classify(err)
-	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.m.e.now(), Jitter: r.m.e.jitter()}
+	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.deps.now(), Jitter: r.deps.jitter()}
 }
 
 // classify finds an error's cause and whether it is retryable; during a
@@ -426,11 +426,11 @@ func (r *runner) classify(err error) (partition.Cause, bool, error) {
 		cause, retryable = partition.CauseOffsetMismatch, false
 	case errors.Is(err, ErrSourceUnreachable):
 		cause = partition.CauseSourceUnreachable
-	case (isTransient(err) || errors.As(err, &pe) && pe.Retryable) && r.m.sourceDown() != nil:
+	case (isTransient(err) || errors.As(err, &pe) && pe.Retryable) && r.deps.source.down() != nil:
 		// Whatever failed, the source does not answer: say so, and keep
 		// retrying for as long as the outage lasts.
 		cause = partition.CauseSourceUnreachable
-		err = fmt.Errorf("%w (%w)", r.m.sourceDown(), err)
+		err = fmt.Errorf("%w (%w)", r.deps.source.down(), err)
 	case errors.As(err, &pe):
 		retryable = pe.Retryable
 	case isTransient(err):
@@ -451,7 +451,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 	for {
 		// A record written by an instance the group replaced would
 		// contradict the new owner's.
-		if r.m.e.gate.wait(ctx) != nil {
+		if r.deps.gate.wait(ctx) != nil {
 			return
 		}
 		err := r.persist.put(ctx, rec)
@@ -459,7 +459,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 			return
 		}
 		r.stats.setError("persist state: "+err.Error(), true)
-		if !r.wait(ctx, b.Next(r.m.e.jitter)) {
+		if !r.wait(ctx, b.Next(r.deps.jitter)) {
 			return
 		}
 	}
@@ -468,7 +468,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 // record builds the partition's __mirror_state value from its status and
 // its durable position.
 func (r *runner) record(st partition.Status) store.PartitionRecord {
-	rec := store.NewPartitionRecord(r.m.cfg.Name, r.topic, r.partition)
+	rec := store.NewPartitionRecord(r.deps.mirror, r.topic, r.partition)
 	rec.SetStatus(st)
 	rec.LastOffset, rec.LastEpoch = r.mirrored, r.mirroredEpoch
 	for _, l := range r.stats.checkpointing(r.mirrored) {
@@ -489,10 +489,10 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 	if r.rare != nil {
 		rec.StopAborted = slices.Clone(r.rare.stopAborted)
 	}
-	rec.SourceTopicID = topicIDString(r.m.sourceTopicID(r.topic))
+	rec.SourceTopicID = topicIDString(r.deps.source.topicID(r.topic))
 	rec.DestTopicID = topicIDString(r.dst.topicID)
-	rec.Owner = r.m.e.cfg.Instance
-	rec.UpdatedAt = r.m.e.now()
+	rec.Owner = r.deps.instance
+	rec.UpdatedAt = r.deps.now()
 	return rec
 }
 
@@ -500,8 +500,8 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 // policy, with the engine's jitter. r.attempt is already counted, and the
 // first retry waits up to twice RetryInitial, as it always has.
 func (r *runner) backoff() time.Duration {
-	p := backoff.Policy{Initial: r.m.cfg.RetryInitial, Max: r.m.cfg.RetryMax}
-	return p.Delay(int(r.attempt)+1, r.m.e.jitter())
+	p := backoff.Policy{Initial: r.deps.retryInitial, Max: r.deps.retryMax}
+	return p.Delay(int(r.attempt)+1, r.deps.jitter())
 }
 
 // persistPolicy spaces the attempts to write the partition's record while
@@ -511,7 +511,7 @@ var persistPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 10 * ti
 
 // emit tells an event about this partition.
 func (r *runner) emit(level EventLevel, msg string) {
-	r.m.e.emit(level, r.m.cfg.Name, r.topic, r.partition, msg)
+	r.deps.events.emit(level, r.topic, r.partition, msg)
 }
 
 // wait waits d or until ctx ends; it reports whether ctx is still live.

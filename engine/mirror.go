@@ -138,6 +138,7 @@ type mirror struct {
 	// from (recorded in the partition records); guarded by mu.
 	srcTopicIDs map[string][16]byte
 	bucket      *throttle.Bucket // rate 0: unthrottled; --alter changes it live
+	deps        *replicaDeps     // what its runners are given of it and the engine
 	live        atomic.Pointer[liveSettings]
 	guard       writeGuard // mirror.destination.write.guard=acl
 
@@ -299,7 +300,7 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		init := setup(p)
 		initial := init.events
 		stats := newPartStats(m.cfg.Name, topic, p)
-		r := newRunner(m, topic, p, stats, init.status)
+		r := newRunner(m.deps, topic, p, stats, init.status)
 		r.restore(init.lastOffset, init.lastEpoch, init.lineage)
 		// Before run publishes it, the status and the initial events
 		// already say whether the partition is (to be) stopped.

@@ -27,7 +27,7 @@ var errParked = errors.New("runner parked")
 // park parks the runner and reports whether the goroutine must end; false
 // when a wake arrived meanwhile and the goroutine goes on itself.
 func (r *runner) park() bool {
-	r.m.e.starter.started(r)
+	r.deps.starter.started(r)
 	r.parked.Store(true)
 	select {
 	case <-r.in.wake:

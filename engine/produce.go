@@ -72,11 +72,11 @@ func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
 	f.call, f.broker = nil, r.dst.leader
 	// An instance that may have lost its shards appends nothing; its
 	// revocation ends ctx and the wait with it.
-	if err := r.m.e.gate.wait(ctx); err != nil {
+	if err := r.deps.gate.wait(ctx); err != nil {
 		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
 	}
 	f.call = &replica.Append{Topic: r.topic, TopicID: r.dst.topicID, Partition: r.partition, TxnID: f.txnID, Records: f.b}
-	r.m.e.sinks.Issue(r.dst.leader, f.call)
+	r.deps.sinks.Issue(r.dst.leader, f.call)
 	return nil
 }
 
@@ -109,7 +109,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 	if p.BaseOffset != f.base {
 		return r.mismatch(f.base, p.BaseOffset, ErrForeignWrite)
 	}
-	r.m.observeAppend(f, f.call.CompletedAt())
+	r.deps.events.appended(f, f.call.CompletedAt())
 	r.acked = f.next
 	r.landed(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {
@@ -130,7 +130,7 @@ func (r *runner) classifyProduceErr(base int64, err error) error {
 		return fmt.Errorf("%w: append %s/%d at %d: %w", errRealign, r.topic, r.partition, base, err)
 	case replica.FailFatal:
 	}
-	if r.m.cfg.WriteGuard && errors.Is(err, kerr.TopicAuthorizationFailed) {
+	if r.deps.writeGuard && errors.Is(err, kerr.TopicAuthorizationFailed) {
 		// The guard's DENY applies to kmirror too unless its principal
 		// bypasses ACLs.
 		err = fmt.Errorf("%w (with mirror.destination.write.guard=acl kmirror's destination principal must be in the destination's super.users)", err)
@@ -186,7 +186,7 @@ func (r *runner) maybeDelete(ctx context.Context) error {
 	if r.deleteTo <= 0 || r.acked < r.deleteTo {
 		return nil
 	}
-	if err := r.m.e.deleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
+	if err := r.deps.dest.deleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
 		return err
 	}
 	r.emit(LevelInfo, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
@@ -212,7 +212,7 @@ func (r *runner) fill(ctx context.Context, to int64) error {
 	recs := make([]batch.Record, min(to-r.pos, fillerRecords))
 	for r.pos < to {
 		n := min(to-r.pos, fillerRecords)
-		b, err := batch.Build(zstdCodec, r.m.e.now().UnixMilli(), r.writer, recs[:n])
+		b, err := batch.Build(zstdCodec, r.deps.now().UnixMilli(), r.writer, recs[:n])
 		if err != nil {
 			return err
 		}
@@ -258,7 +258,7 @@ func (r *runner) stop(ctx context.Context) error {
 		if b.Attempt() >= stopInitRetries {
 			return err
 		}
-		if !r.wait(ctx, b.Next(r.m.e.jitter)) {
+		if !r.wait(ctx, b.Next(r.deps.jitter)) {
 			return ctx.Err()
 		}
 	}
@@ -271,5 +271,5 @@ func (r *runner) stop(ctx context.Context) error {
 	}
 	// Last, once nothing of the mirror can land any more: the topic is
 	// reported writable (STOPPED) only after its guard is gone.
-	return r.m.unguardTopic(ctx, r.topic)
+	return r.deps.dest.unguardTopic(ctx, r.topic)
 }

@@ -51,7 +51,7 @@ func (l *rebuildLocks) lock(ctx context.Context, topic string) (unlock func(), e
 // first (rebuild_steps.go). It ends with the requesting partition aligned
 // on the fresh topic.
 func (r *runner) rebuild(ctx context.Context) error {
-	unlock, err := r.m.rebuilds.lock(ctx, r.topic)
+	unlock, err := r.deps.m.rebuilds.lock(ctx, r.topic)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (r *runner) rebuild(ctx context.Context) error {
 	case errors.As(err, &mm):
 		from[r.partition] = mm.At
 	}
-	rec, err := r.m.quarantineAndRecreate(ctx, r.topic, from, r.persist)
+	rec, err := r.deps.m.quarantineAndRecreate(ctx, r.topic, from, r.persist)
 	if err != nil {
 		return fmt.Errorf("rebuild %s: %w", r.topic, err)
 	}
@@ -96,7 +96,7 @@ func (r *runner) rebuilt(rec store.RebuildRecord) {
 	for _, rg := range rec.Ranges {
 		n += rg.Copied
 	}
-	r.m.e.emit(LevelWarn, r.m.cfg.Name, r.topic, -1,
+	r.deps.m.e.emit(LevelWarn, r.deps.m.cfg.Name, r.topic, -1,
 		fmt.Sprintf("rebuilt %s: %d destination-only records quarantined in %s; mirroring again from the source", r.topic, n, rec.Quarantine))
 	// The recreated topic has no transaction of ours, also none that the
 	// destination aborted: forget them, or the next alignment would

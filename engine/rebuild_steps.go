@@ -110,12 +110,12 @@ func cloneRebuild(rec store.RebuildRecord) store.RebuildRecord {
 // continueRecorded continues the topic's rebuild if one is recorded and
 // unfinished. The caller holds the topic's rebuild lock.
 func (r *runner) continueRecorded(ctx context.Context) error {
-	rec, ok := r.m.rebuildRecord(r.topic)
+	rec, ok := r.deps.m.rebuildRecord(r.topic)
 	if !ok || rec.Step.Finished() {
 		return nil
 	}
 	r.emit(LevelWarn, fmt.Sprintf("continuing the rebuild of %s recorded at step %s by %s (quarantine %s)", r.topic, rec.Step, rec.Owner, rec.Quarantine))
-	rec, err := r.m.continueRebuild(ctx, r.persist, rec, true)
+	rec, err := r.deps.m.continueRebuild(ctx, r.persist, rec, true)
 	if errors.Is(err, errRebuildAbandoned) {
 		return nil // nothing was deleted: alignment says what the topic holds
 	}
@@ -130,10 +130,10 @@ func (r *runner) continueRecorded(ctx context.Context) error {
 // (alignment, ULE recovery): any runner of the topic finishes what a
 // rebuild recorded before it aligns on the topic.
 func (r *runner) resumeRebuild(ctx context.Context) error {
-	if rec, ok := r.m.rebuildRecord(r.topic); !ok || rec.Step.Finished() {
+	if rec, ok := r.deps.m.rebuildRecord(r.topic); !ok || rec.Step.Finished() {
 		return nil
 	}
-	unlock, err := r.m.rebuilds.lock(ctx, r.topic)
+	unlock, err := r.deps.m.rebuilds.lock(ctx, r.topic)
 	if err != nil {
 		return err
 	}

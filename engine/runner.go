@@ -21,7 +21,7 @@ import (
 // may read is copied into stats, which the runner writes and never reads
 // back (what others hand it comes through its inbox).
 type runner struct {
-	m         *mirror
+	deps      *replicaDeps
 	topic     string
 	partition int32
 	openTxns  int32 // open mirrored transactions last persisted
@@ -145,11 +145,11 @@ func (r *runner) restoredTxns() []txn.Producer {
 	return r.rare.restoredTxns
 }
 
-func newRunner(m *mirror, topic string, p int32, stats *partStats, st partition.Status) *runner {
+func newRunner(d *replicaDeps, topic string, p int32, stats *partStats, st partition.Status) *runner {
 	return &runner{
-		m: m, topic: topic, partition: p, stats: stats, st: st,
+		deps: d, topic: topic, partition: p, stats: stats, st: st,
 		in:       newInbox(),
-		maxBytes: m.cfg.PartitionFetchBytes,
+		maxBytes: d.fetchBytes,
 		position: position{lastEpoch: -1, mirrored: -1, mirroredEpoch: -1},
 		srcHWM:   -1,
 		coord:    -1,
@@ -189,7 +189,7 @@ func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 
 // postAs is post; mustAnswer asks for an answer even when it is empty.
 func (r *runner) postAs(ctx context.Context, offset int64, lastEpoch int32, mustAnswer bool) {
-	f := r.m.fetcherFor(r.src.leader, r.topic, r.partition)
+	f := r.deps.source.fetcher(r.src.leader, r.topic, r.partition)
 	w := fetch.Want[*runner]{
 		TopicID: r.src.topicID, Partition: r.partition,
 		Offset: offset, LeaderEpoch: r.src.epoch, LastEpoch: lastEpoch,
@@ -291,10 +291,10 @@ func (r *runner) checkEnd() error {
 		return nil
 	}
 	if r.txm != nil {
-		r.txm.ReleaseIdle(r.m.e.now(), idleTxnProducer)
+		r.txm.ReleaseIdle(r.deps.now(), idleTxnProducer)
 	}
 	mark, markAt := r.ackMark, r.ackMarkAt
-	r.ackMark, r.ackMarkAt = r.acked, r.m.e.sinceBase(r.m.e.now())
+	r.ackMark, r.ackMarkAt = r.acked, r.deps.sinceBase(r.deps.now())
 	at := o.at
 	switch {
 	case at < r.alignedAt:
@@ -394,7 +394,7 @@ const maxGrownFetchBytes = 8 << 20
 // bandwidth-delay product; once caught up it goes back to the configured
 // size.
 func (r *runner) sizeFetches(n int, behind bool) {
-	base := r.m.cfg.PartitionFetchBytes
+	base := r.deps.fetchBytes
 	switch {
 	case behind && n >= int(r.maxBytes)/2:
 		r.maxBytes = max(r.maxBytes, min(r.maxBytes*2, maxGrownFetchBytes))
@@ -416,11 +416,11 @@ func (r *runner) fetchFailed(ctx context.Context, err error) error {
 			return &PartitionError{Topic: r.topic, Partition: r.partition, Retryable: true, Err: err}
 		}
 		r.retrying(err.Error())
-		at := r.m.e.now()
+		at := r.deps.now()
 		if !r.wait(ctx, r.backoff()) {
 			return nil
 		}
-		if rt, rerr := r.m.sourceRoute(ctx, r.topic, r.partition, at); rerr == nil {
+		if rt, rerr := r.deps.source.route(ctx, r.topic, r.partition, at); rerr == nil {
 			r.src = rt
 		}
 		r.postWant(ctx, r.fetchPos())
@@ -482,10 +482,10 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetc
 // throttle waits as mirror.replication.throttled.rate requires before n
 // more bytes are appended.
 func (r *runner) throttle(ctx context.Context, n int) error {
-	if r.m.bucket == nil {
+	if r.deps.bucket == nil {
 		return nil
 	}
-	if d := r.m.bucket.Reserve(n); d > 0 && !r.wait(ctx, d) {
+	if d := r.deps.bucket.Reserve(n); d > 0 && !r.wait(ctx, d) {
 		return ctx.Err()
 	}
 	return nil
@@ -493,7 +493,7 @@ func (r *runner) throttle(ctx context.Context, n int) error {
 
 // makeRoom waits for the oldest in-flight batch when the pipeline is full.
 func (r *runner) makeRoom(ctx context.Context) error {
-	if len(r.inflight) < r.m.cfg.MaxInFlight {
+	if len(r.inflight) < r.deps.maxInFlight {
 		return nil
 	}
 	return r.complete(ctx, r.popInflight())

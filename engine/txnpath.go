@@ -28,17 +28,17 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 	if r.txm != nil {
 		return r.txm, nil
 	}
-	timeout, err := r.m.e.txnTimeout(ctx)
+	timeout, err := r.deps.dest.txnTimeout(ctx)
 	if err != nil {
 		return nil, err
 	}
 	m := txn.New(txn.Config{
-		Mirror: r.m.cfg.Name, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
-		Client: r.m.e.dst.cl, TxnTimeout: timeout, Now: r.m.e.now, Jitter: r.m.e.jitter, Logger: r.m.e.log,
+		Mirror: r.deps.mirror, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
+		Client: r.deps.dest.client(), TxnTimeout: timeout, Now: r.deps.now, Jitter: r.deps.jitter, Logger: r.deps.log,
 	})
 	// Restoring, like every transaction request below, bumps or ends a
 	// mapped producer: not for an instance the group may have replaced.
-	if err := r.m.e.gate.wait(ctx); err != nil {
+	if err := r.deps.gate.wait(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.Restore(ctx, r.restoredTxns()); err != nil {
@@ -120,7 +120,7 @@ func (r *runner) issueTxn(ctx context.Context, h batch.Header, b []byte) (inflig
 	if err != nil {
 		return inflight{}, err
 	}
-	if err := r.m.e.gate.wait(ctx); err != nil {
+	if err := r.deps.gate.wait(ctx); err != nil {
 		return inflight{}, err
 	}
 	w, id, err := m.Writer(ctx, h)
@@ -151,7 +151,7 @@ func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) er
 	if err != nil {
 		return err
 	}
-	if err := r.m.e.gate.wait(ctx); err != nil {
+	if err := r.deps.gate.wait(ctx); err != nil {
 		return err
 	}
 	ectx, cancel := context.WithTimeout(ctx, markerTimeout)
@@ -221,7 +221,7 @@ func (r *runner) abortOpen(ctx context.Context) error {
 			return nil
 		}
 	}
-	if err := r.m.e.gate.wait(ctx); err != nil {
+	if err := r.deps.gate.wait(ctx); err != nil {
 		return err
 	}
 	// Where each open transaction began: A may have committed what B
@@ -284,7 +284,7 @@ var gapKey = []byte("__kmirror_gap")
 // fillGap appends tombstones under gapKey for the offsets from the
 // destination position up to to, which the source no longer holds.
 func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
-	if !r.m.cfg.GapFill {
+	if !r.deps.gapFill {
 		return r.failuref("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)
 	}
 	for r.pos < to {
@@ -310,7 +310,7 @@ func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
 // offset range: tombstones under gapKey take the missing offsets. These are
 // the only batches kmirror ever recompresses; they are counted as fillers.
 func (r *runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
-	if !r.m.cfg.GapFill {
+	if !r.deps.gapFill {
 		return nil, r.failuref("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)
 	}
 	raw, err := kgo.DefaultDecompressor().Decompress(b[batch.HeaderSize:], kgo.CompressionCodecType(h.Codec()))

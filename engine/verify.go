@@ -74,7 +74,7 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 		r.emit(LevelInfo, fmt.Sprintf("the destination partition already holds offsets %d..%d: verifying them against the source before mirroring into it", dstStart, dstEnd-1))
 	}
 	v := verifier{r: r, a: a, srcStart: srcStart, dstEnd: dstEnd, adopting: adopting, last: a}
-	lastReport := r.m.e.now()
+	lastReport := r.deps.now()
 	if adopting {
 		// Only an adoption walks a whole log; the batches above an
 		// anchor are the few appended after the last checkpoint.
@@ -102,7 +102,7 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 		if adopting {
 			r.stats.workDone(WorkAdoption, off-from)
 		}
-		if now := r.m.e.now(); adopting && now.Sub(lastReport) >= verifyProgressEvery {
+		if now := r.deps.now(); adopting && now.Sub(lastReport) >= verifyProgressEvery {
 			lastReport = now
 			r.emit(LevelInfo, fmt.Sprintf("verifying the destination: offsets %d..%d of %d..%d identical to the source (%d%%)", from, off-1, from, dstEnd-1, 100*(off-from)/(dstEnd-from)))
 		}
@@ -156,7 +156,7 @@ func (v *verifier) check(ctx context.Context, d rawBatch) error {
 		// The source has a gap where the destination has a batch:
 		// kmirror's gap fillers (mirror.gap.policy=fill) are the only
 		// batches allowed there.
-		if ours && r.m.cfg.GapFill {
+		if ours && r.deps.gapFill {
 			return nil
 		}
 		return v.mismatch(d, fmt.Sprintf("the source has no record at offsets %d..%d", d.h.BaseOffset, d.h.LastOffset()))
@@ -236,7 +236,7 @@ func (r *runner) destFetch(ctx context.Context, offset int64) ([]rawBatch, bool,
 	rp.LastFetchedEpoch = -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := r.m.e.dst.cl.Broker(int(r.dst.leader)).Request(ctx, req)
+	resp, err := r.deps.dest.request(ctx, r.dst.leader, req)
 	if err != nil {
 		return nil, false, fmt.Errorf("verify %s/%d: fetch from destination broker %d: %w", r.topic, r.partition, r.dst.leader, err)
 	}
@@ -327,11 +327,11 @@ func splitFrom(records []byte, offset int64) ([]rawBatch, int64, error) {
 // kmirror did not write ends the walk, loudly.
 func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 	last := r.mirrored
-	rt, err := r.m.destRoute(ctx, r.topic, r.partition, r.m.e.now())
+	rt, err := r.deps.dest.route(ctx, r.topic, r.partition, r.deps.now())
 	if err == nil {
 		r.dst = rt
 	}
-	start, end, err := r.m.e.dst.offsets(ctx, r.topic, r.partition)
+	start, end, err := r.deps.dest.offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		r.emit(LevelWarn, "stopping: the destination log end is unknown, the recorded last mirrored offset is the last checkpoint's: "+err.Error())
 		return
