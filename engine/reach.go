@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 )
 
@@ -19,23 +19,11 @@ type Reachability struct {
 	Error     string    // why the last check failed, "" while up
 }
 
-// ErrSourceUnreachable: the mirror's source cluster does not answer.
-var ErrSourceUnreachable = errors.New("source cluster unreachable")
+// ErrSourceUnreachable is replica.ErrSourceUnreachable.
+var ErrSourceUnreachable = replica.ErrSourceUnreachable
 
-// SourceUnreachableError names the unreachable source and since when.
-type SourceUnreachableError struct {
-	Mirror    string
-	Bootstrap []string
-	Since     time.Time
-	Err       string
-}
-
-func (e *SourceUnreachableError) Error() string {
-	return fmt.Sprintf("%v: %s (mirror %s) has not answered since %s UTC: %s", ErrSourceUnreachable,
-		strings.Join(e.Bootstrap, ","), e.Mirror, e.Since.UTC().Format("15:04:05"), e.Err)
-}
-
-func (e *SourceUnreachableError) Unwrap() error { return ErrSourceUnreachable }
+// SourceUnreachableError is replica.SourceUnreachableError.
+type SourceUnreachableError = replica.SourceUnreachableError
 
 // downAfter is how many checks in a row must fail before a cluster counts
 // as unreachable: one failed check may be a leader election or a slow

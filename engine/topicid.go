@@ -2,14 +2,13 @@ package engine
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
+
+	"github.com/kmirror/kmirror/engine/replica"
 )
 
-// ErrSourceTopicRecreated: the source topic has another topic id than the
-// one the partition mirrored: it was deleted and created again under the
-// same name, and its records are not those the destination holds.
-var ErrSourceTopicRecreated = errors.New("source topic recreated")
+// ErrSourceTopicRecreated is replica.ErrSourceTopicRecreated.
+var ErrSourceTopicRecreated = replica.ErrSourceTopicRecreated
 
 // topicIDString is a topic id as Kafka's tools show it (URL-safe base64
 // without padding), "" for the zero id (unknown).

@@ -3,6 +3,8 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // Sentinels to branch on with errors.Is.
@@ -149,3 +151,26 @@ func (e *TxnAbortedError) Error() string {
 // Unwrap makes the abort a divergence too: what --recover --rebuild
 // remedies.
 func (e *TxnAbortedError) Unwrap() []error { return []error{ErrTxnAborted, ErrDiverged, e.Err} }
+
+// ErrSourceTopicRecreated: the source topic has another topic id than the
+// one the partition mirrored: it was deleted and created again under the
+// same name, and its records are not those the destination holds.
+var ErrSourceTopicRecreated = errors.New("source topic recreated")
+
+// ErrSourceUnreachable: the mirror's source cluster does not answer.
+var ErrSourceUnreachable = errors.New("source cluster unreachable")
+
+// SourceUnreachableError names the unreachable source and since when.
+type SourceUnreachableError struct {
+	Mirror    string
+	Bootstrap []string
+	Since     time.Time
+	Err       string
+}
+
+func (e *SourceUnreachableError) Error() string {
+	return fmt.Sprintf("%v: %s (mirror %s) has not answered since %s UTC: %s", ErrSourceUnreachable,
+		strings.Join(e.Bootstrap, ","), e.Mirror, e.Since.UTC().Format("15:04:05"), e.Err)
+}
+
+func (e *SourceUnreachableError) Unwrap() error { return ErrSourceUnreachable }
