@@ -305,7 +305,7 @@ func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs in
 	for attempt := 0; ; attempt++ {
 		// An epoch bump by an instance the group replaced would fence
 		// the new owner's writer.
-		if err := c.gate.wait(ctx); err != nil {
+		if err := c.gate.Wait(ctx); err != nil {
 			return nil, fmt.Errorf("init producer id %s: %w", txnID, err)
 		}
 		known := *coord >= 0

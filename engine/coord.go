@@ -14,6 +14,7 @@ import (
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/props"
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/engine/txn"
 )
@@ -95,7 +96,7 @@ func (e *Engine) Join(ctx context.Context) error {
 		return err
 	}
 	c.w = store.NewWriter(c.wcl)
-	c.sink = &stateSink{w: c.w}
+	c.sink = replica.NewStateSink(c.w)
 	if c.reader, err = kgo.NewClient(append(slices.Clone(base),
 		kgo.ConsumeTopics(store.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...); err != nil {
 		c.wcl.Close()
@@ -333,18 +334,18 @@ func (c *coordinator) reconcile(ctx context.Context) {
 			}
 		}
 		for _, r := range m.runnersOf(ref.Topic) {
-			pref := store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.partition}
+			pref := store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.Partition()}
 			if c.sent[pref] != t.Desired {
 				c.sent[pref] = t.Desired
-				r.send(desiredEvent(t.Desired))
+				r.Send(desiredEvent(t.Desired))
 			}
 		}
 		if t.RecoverAt.After(c.recovered[ref]) {
 			c.recovered[ref] = t.RecoverAt
 			for _, r := range m.runnersOf(ref.Topic) {
-				rec, ok := c.cat.Partitions[store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.partition}]
+				rec, ok := c.cat.Partitions[store.PartitionRef{Mirror: ref.Mirror, Topic: ref.Topic, Partition: r.Partition()}]
 				if ok && rec.State == partition.Failed && rec.UpdatedAt.Before(t.RecoverAt) {
-					r.send(partition.Recover{Rebuild: t.RebuildRequested})
+					r.Send(partition.Recover{Rebuild: t.RebuildRequested})
 				}
 			}
 		}
@@ -367,26 +368,26 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 	setup := func(p int32) runnerInit {
 		pref := store.PartitionRef{Mirror: t.Mirror, Topic: t.Topic, Partition: p}
 		c.sent[pref] = t.Desired
-		init := runnerInit{status: partition.Status{Config: m.cfg.retryConfig()}, lastOffset: -1, lastEpoch: -1}
+		init := runnerInit{Status: partition.Status{Config: m.cfg.retryConfig()}, LastOffset: -1, LastEpoch: -1}
 		if rec, ok := c.cat.Partitions[pref]; ok {
-			init.status = rec.Status(m.cfg.retryConfig())
-			init.lastOffset, init.lastEpoch = rec.LastOffset, rec.LastEpoch
+			init.Status = rec.Status(m.cfg.retryConfig())
+			init.LastOffset, init.LastEpoch = rec.LastOffset, rec.LastEpoch
 			if rec.WriterID > 0 {
-				init.writer = batch.Writer{ProducerID: rec.WriterID, ProducerEpoch: rec.WriterEpoch}
+				init.Writer = batch.Writer{ProducerID: rec.WriterID, ProducerEpoch: rec.WriterEpoch}
 			}
-			init.destTopic = parseTopicID(rec.DestTopicID)
+			init.DestTopic = parseTopicID(rec.DestTopicID)
 			for _, l := range rec.Lineage {
-				init.lineage = append(init.lineage, EpochStart{Epoch: l.Epoch, StartOffset: l.Start})
+				init.Lineage = append(init.Lineage, EpochStart{Epoch: l.Epoch, StartOffset: l.Start})
 			}
-			if init.status.State != partition.Unknown {
-				init.events = append(init.events, partition.Restored{})
+			if init.Status.State != partition.Unknown {
+				init.Events = append(init.Events, partition.Restored{})
 			}
 			for _, p := range rec.Txns {
-				init.txns = append(init.txns, txn.Producer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
+				init.Txns = append(init.Txns, txn.Producer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 			}
-			init.stopAborted = slices.Clone(rec.StopAborted)
+			init.StopAborted = slices.Clone(rec.StopAborted)
 		}
-		init.events = append(init.events, desiredEvent(t.Desired))
+		init.Events = append(init.Events, desiredEvent(t.Desired))
 		return init
 	}
 	// With the source unreachable (or another cluster behind its

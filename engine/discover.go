@@ -19,7 +19,7 @@ import (
 // twice. Topics with a record (a stopped one included) are never
 // rediscovered.
 func (c *coordinator) discover(ctx context.Context) {
-	if !c.e.gate.allowed() {
+	if !c.e.gate.Allowed() {
 		return // the group may have replaced this instance: it writes no records
 	}
 	for _, name := range c.cat.MirrorNames() {

@@ -78,8 +78,8 @@ type Engine struct {
 	startups startups // partitions coming up, for the start-up summary
 
 	conns   *replica.Conns
-	sinks   *replica.Sinks // on conns: the Produce requests of every mirror
-	starter starter        // the runners starting at once (park.go)
+	sinks   *replica.Sinks  // on conns: the Produce requests of every mirror
+	starter replica.Starter // the runners starting at once (replica/park.go)
 	events  *eventQueue
 	coord   *coordinator // nil unless the engine joined __mirror_state
 	// gate holds back appends, fencing and state writes while the
@@ -185,7 +185,7 @@ func (e *Engine) StartMirror(ctx context.Context, cfg MirrorConfig) error {
 	slices.Sort(topics)
 	for _, t := range slices.Compact(topics) {
 		start := func(int32) runnerInit {
-			return runnerInit{status: partition.Status{Config: cfg.retryConfig()}, events: []partition.Event{partition.Start{}}, lastOffset: -1, lastEpoch: -1}
+			return runnerInit{Status: partition.Status{Config: cfg.retryConfig()}, Events: []partition.Event{partition.Start{}}, LastOffset: -1, LastEpoch: -1}
 		}
 		if err := m.addTopic(ctx, t, start, nil, nil); err != nil {
 			return err
@@ -285,9 +285,9 @@ func (e *Engine) Snapshot() Snapshot {
 	for _, m := range ms {
 		mm := MirrorSnapshot{Name: m.cfg.Name, Source: ClusterInfo{ID: m.sourceID, Bootstrap: m.cfg.SourceBootstrap}}
 		for _, r := range m.runners() {
-			ps := r.stats.snapshot()
+			ps := r.Stats().Snapshot()
 			ps.Owner = e.cfg.Instance
-			ps.Progress = r.stats.progress(s.Taken)
+			ps.Progress = r.Stats().Progress(s.Taken)
 			mm.Partitions = append(mm.Partitions, ps)
 		}
 		m.mu.Lock()
@@ -333,11 +333,11 @@ func (e *Engine) Control(ctx context.Context, cmd Command) error {
 	ev := commandEvent(cmd)
 	matched := 0
 	for _, r := range m.runners() {
-		if len(cmd.Topics) > 0 && !slices.Contains(cmd.Topics, r.topic) {
+		if len(cmd.Topics) > 0 && !slices.Contains(cmd.Topics, r.Topic()) {
 			continue
 		}
 		matched++
-		r.send(ev)
+		r.Send(ev)
 	}
 	if matched == 0 {
 		return fmt.Errorf("%s %s: no partition of topics %v", cmd.Kind, cmd.Mirror, cmd.Topics)

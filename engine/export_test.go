@@ -1,8 +1,10 @@
 package engine
 
+import "github.com/kmirror/kmirror/engine/replica"
+
 // AppendRetries is how many times an append whose outcome is unknown is
 // resent before the partition realigns, for the black-box tests.
-const AppendRetries = appendRetries
+const AppendRetries = replica.AppendRetries
 
 // SetRebuildFault makes f interrupt every rebuild at the Rebuild* points
 // (a non-nil error fails it there) and quarantine writes carry at most

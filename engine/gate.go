@@ -71,18 +71,18 @@ func (g *ownerGate) arm(session time.Duration) {
 
 // allowed reports whether the instance may write now. A nil gate (the
 // source cluster's) is always open.
-func (g *ownerGate) allowed() bool {
+func (g *ownerGate) Allowed() bool {
 	return g == nil || g.since() < g.openUntil.Load()
 }
 
 // wait returns once the instance may write, or with ctx's error: a runner
 // blocked here ends cleanly when its shard is revoked.
-func (g *ownerGate) wait(ctx context.Context) error {
-	for !g.allowed() {
+func (g *ownerGate) Wait(ctx context.Context) error {
+	for !g.Allowed() {
 		g.mu.Lock()
 		wake := g.wake
 		g.mu.Unlock()
-		if g.allowed() { // opened before wake was read
+		if g.Allowed() { // opened before wake was read
 			return nil
 		}
 		// The clock alone never opens the gate: an answer or a new
@@ -100,7 +100,7 @@ func (g *ownerGate) wait(ctx context.Context) error {
 func (g *ownerGate) state() (open, suspended bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.allowed(), g.suspended
+	return g.Allowed(), g.suspended
 }
 
 // answered records the answer to a membership request sent at sent; it
@@ -141,9 +141,9 @@ func (g *ownerGate) resume() bool {
 // open moves openUntil to until and wakes the waiters if that opens the
 // gate. g.mu is held.
 func (g *ownerGate) open(until int64) {
-	was := g.allowed()
+	was := g.Allowed()
 	g.openUntil.Store(max(g.openUntil.Load(), until))
-	if !was && g.allowed() {
+	if !was && g.Allowed() {
 		close(g.wake)
 		g.wake = make(chan struct{})
 	}

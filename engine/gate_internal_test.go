@@ -13,22 +13,22 @@ import (
 // gap longer than the session until resumed, whatever answers follow.
 func TestOwnerGate(t *testing.T) {
 	g := newGate()
-	if !g.allowed() {
+	if !g.Allowed() {
 		t.Fatal("an engine that joined nothing is gated")
 	}
 	g.arm(10 * time.Second)
-	if !g.allowed() {
+	if !g.Allowed() {
 		t.Fatal("closed at arming")
 	}
 	now := g.since()
 	g.lastSent = now - int64(6*time.Second) // as if armed 6s ago
 	g.openUntil.Store(g.lastSent + int64(g.bound))
 	g.answered(now - int64(5500*time.Millisecond)) // sent 5.5s ago, over half the session
-	if g.allowed() {
+	if g.Allowed() {
 		t.Fatal("open although the last answered request was sent over half a session ago")
 	}
 	woke := make(chan error, 1)
-	go func() { woke <- g.wait(context.Background()) }()
+	go func() { woke <- g.Wait(context.Background()) }()
 	g.answered(g.since())
 	select {
 	case err := <-woke:
@@ -42,15 +42,15 @@ func TestOwnerGate(t *testing.T) {
 	if gap, ok := g.answered(g.lastSent + int64(11*time.Second)); !ok || gap != 11*time.Second {
 		t.Fatalf("a gap of 11s over a 10s session: suspended %v (gap %s)", ok, gap)
 	}
-	if g.allowed() {
+	if g.Allowed() {
 		t.Fatal("open while suspended")
 	}
-	if _, ok := g.answered(g.lastSent + int64(time.Second)); ok || g.allowed() {
+	if _, ok := g.answered(g.lastSent + int64(time.Second)); ok || g.Allowed() {
 		t.Fatal("the answer after the gap reopened the gate")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := g.wait(ctx); !errors.Is(err, context.Canceled) {
+	if err := g.Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait while suspended with ctx done: %v", err)
 	}
 	if !g.resume() {

@@ -50,7 +50,7 @@ func (c *coordinator) heartbeat(ctx context.Context) {
 	if !slices.Equal(shards, c.hb.sent) {
 		c.hb.due = true
 	}
-	if !c.e.gate.allowed() {
+	if !c.e.gate.Allowed() {
 		c.probeDestination(ctx) // no heartbeat tells whether the destination answers
 		return
 	}
@@ -139,7 +139,7 @@ func (c *coordinator) heartbeatRecord(shards []int32, stopped bool) store.Instan
 // the group may already have given the shards to another instance, and
 // the heartbeat's age tells readers as much.
 func (c *coordinator) writeStopped() {
-	if !c.e.gate.allowed() {
+	if !c.e.gate.Allowed() {
 		return
 	}
 	b, err := store.EncodeInstance(c.heartbeatRecord(nil, true))

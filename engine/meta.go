@@ -196,7 +196,7 @@ func (mc *metaCache) route(ctx context.Context, topic string, p int32, after tim
 	if pm.leader < 0 {
 		return route{}, fmt.Errorf("%s %s/%d: no leader", mc.c.name, topic, p)
 	}
-	return route{leader: pm.leader, epoch: pm.epoch, topicID: t.id}, nil
+	return route{Leader: pm.leader, Epoch: pm.epoch, TopicID: t.id}, nil
 }
 
 // clusterID is the cluster id of the newest metadata, "" before any.

@@ -196,7 +196,7 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 			continue // failed over: what became of the source topic no longer matters
 		}
 		for _, r := range m.runnersOf(t) {
-			r.inject(r.failuref("%w: %s no longer exists on the source cluster %s; its partitions cannot be mirrored any more", ErrSourceTopicDeleted, t, m.sourceID))
+			r.Inject(r.Failuref("%w: %s no longer exists on the source cluster %s; its partitions cannot be mirrored any more", ErrSourceTopicDeleted, t, m.sourceID))
 		}
 	}
 
@@ -227,7 +227,7 @@ func (m *mirror) failRecreated(meta clusterMeta) []string {
 		out = append(out, t)
 		was, now := m.sourceTopicID(t), meta.topics[t].id
 		for _, r := range m.runnersOf(t) {
-			r.inject(r.failure(recreatedError(t, was, now)))
+			r.Inject(r.Failure(recreatedError(t, was, now)))
 		}
 	}
 	return out
@@ -261,13 +261,13 @@ func (m *mirror) liveTopics() []string {
 // than from __mirror_state records: only then may the metadata sync start
 // runners itself; shared mirrors start them from their records.
 func (m *mirror) adHoc() bool {
-	return !slices.ContainsFunc(m.runners(), func(r *runner) bool { return r.persist != nil })
+	return !slices.ContainsFunc(m.runners(), func(r *runner) bool { return r.Persists() })
 }
 
 // adHocSetup starts a partition of an ad-hoc mirror from nothing, as
 // StartMirror does.
 func (m *mirror) adHocSetup(int32) runnerInit {
-	return runnerInit{status: partition.Status{Config: m.cfg.retryConfig()}, events: []partition.Event{partition.Start{}}, lastOffset: -1, lastEpoch: -1}
+	return runnerInit{Status: partition.Status{Config: m.cfg.retryConfig()}, Events: []partition.Event{partition.Start{}}, LastOffset: -1, LastEpoch: -1}
 }
 
 // syncTopics notices deleted source topics and, for ad-hoc mirrors, starts

@@ -14,13 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/internal/throttle"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
-	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // MirrorConfig defines one mirror: where its source is and what it copies.
@@ -105,13 +103,6 @@ func (c *MirrorConfig) retryConfig() partition.Config {
 	return partition.Config{InitialBackoff: c.RetryInitial, MaxBackoff: c.RetryMax, MaxAttempts: c.RetryAttempts}.WithDefaults()
 }
 
-// route is where one partition lives on one cluster.
-type route struct {
-	leader  int32
-	epoch   int32
-	topicID [16]byte
-}
-
 // mirror runs the partitions of one mirror.
 type mirror struct {
 	e        *Engine
@@ -138,7 +129,7 @@ type mirror struct {
 	// from (recorded in the partition records); guarded by mu.
 	srcTopicIDs map[string][16]byte
 	bucket      *throttle.Bucket // rate 0: unthrottled; --alter changes it live
-	deps        *replicaDeps     // what its runners are given of it and the engine
+	deps        *replica.Deps    // what its runners are given of it and the engine
 	live        atomic.Pointer[liveSettings]
 	guard       writeGuard // mirror.destination.write.guard=acl
 
@@ -159,10 +150,10 @@ type mirror struct {
 
 // observeAppend counts the times of a batch whose acknowledgement arrived
 // at ackedAt.
-func (m *mirror) observeAppend(f inflight, ackedAt time.Time) {
-	m.produceLat.observe(ackedAt.Sub(f.issuedAt))
-	if !f.fetchedAt.IsZero() {
-		m.engineLat.observe(f.issuedAt.Sub(f.fetchedAt))
+func (m *mirror) observeAppend(fetchedAt, issuedAt, ackedAt time.Time) {
+	m.produceLat.observe(ackedAt.Sub(issuedAt))
+	if !fetchedAt.IsZero() {
+		m.engineLat.observe(issuedAt.Sub(fetchedAt))
 	}
 }
 
@@ -171,40 +162,20 @@ func (m *mirror) latency() MirrorLatency {
 	return MirrorLatency{Engine: m.engineLat.snapshot(), DestinationProduce: m.produceLat.snapshot()}
 }
 
-// topicCancel is one topic's runners and the context that ends them.
-type topicCancel struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	running sync.WaitGroup // the runners still running
-	// byPartition are the topic's runners by partition number (nil
-	// where none); they are told when ctx ends (contextEnded): an idle
-	// runner waits on its inbox alone (see mirrorNext), and a runner's
-	// work context is not a child of ctx (startWork). Guarded by
-	// mirror.mu.
-	byPartition []*runner
-}
-
-// runners appends the topic's runners to out, by partition. m.mu is held.
-func (tc *topicCancel) runners(out []*runner) []*runner {
-	for _, r := range tc.byPartition {
-		if r != nil {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+// topicCancel is replica.TopicCancel.
+type topicCancel = replica.TopicCancel
 
 // newTopicCancel returns the context of a topic's runners, which wakes
 // them when it ends.
 func (m *mirror) newTopicCancel() *topicCancel {
 	tc := new(topicCancel)
-	tc.ctx, tc.cancel = context.WithCancel(m.ctx)
-	context.AfterFunc(tc.ctx, func() {
+	tc.Ctx, tc.Cancel = context.WithCancel(m.ctx)
+	context.AfterFunc(tc.Ctx, func() {
 		m.mu.Lock()
-		rs := tc.runners(nil)
+		rs := tc.Runners(nil)
 		m.mu.Unlock()
 		for _, r := range rs {
-			r.contextEnded()
+			r.ContextEnded()
 		}
 	})
 	return tc
@@ -220,10 +191,10 @@ func (m *mirror) runner(topic string, p int32) *runner {
 // runnerLocked is runner with m.mu held.
 func (m *mirror) runnerLocked(topic string, p int32) *runner {
 	tc, ok := m.topicCtx[topic]
-	if !ok || p < 0 || int(p) >= len(tc.byPartition) {
+	if !ok || p < 0 || int(p) >= len(tc.ByPartition) {
 		return nil
 	}
-	return tc.byPartition[p]
+	return tc.ByPartition[p]
 }
 
 // runners returns the mirror's runners sorted by topic and partition.
@@ -232,29 +203,13 @@ func (m *mirror) runners() []*runner {
 	defer m.mu.Unlock()
 	var out []*runner
 	for _, t := range m.topics {
-		out = m.topicCtx[t].runners(out)
+		out = m.topicCtx[t].Runners(out)
 	}
 	return out
 }
 
-// runnerInit is how a new runner starts: its persisted status, the events it
-// is fed first, and the mirrored transactions it must continue.
-type runnerInit struct {
-	status partition.Status
-	events []partition.Event
-	txns   []txn.Producer
-
-	// The durable position of the last owner, so a new one can tell a
-	// source that lost mirrored records.
-	lastOffset int64
-	lastEpoch  int32
-	lineage    []EpochStart
-	writer     batch.Writer // the writer identity last recorded (producer id 0: none), for verification
-	destTopic  [16]byte     // the destination topic id last recorded (zero: unknown)
-	// stopAborted are the recorded first offsets of the transactions the
-	// stop aborted: rewriting the record must not lose them.
-	stopAborted []int64
-}
+// runnerInit is replica.Init.
+type runnerInit = replica.Init
 
 // partitionSetup says how the runner of partition p starts.
 type partitionSetup func(p int32) runnerInit
@@ -298,29 +253,8 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 			continue
 		}
 		init := setup(p)
-		initial := init.events
-		stats := newPartStats(m.cfg.Name, topic, p)
-		r := newRunner(m.deps, topic, p, stats, init.status)
-		r.restore(init.lastOffset, init.lastEpoch, init.lineage)
-		// Before run publishes it, the status and the initial events
-		// already say whether the partition is (to be) stopped.
-		stats.setStatus(init.status)
-		for _, ev := range initial {
-			r.in.noteCommand(ev)
-		}
-		r.persist = persist
-		if init.writer.ProducerID > 0 {
-			r.writer = init.writer
-		}
-		// Kept until alignment: a record written before it names the
-		// topic the LME was mirrored into, not none.
-		r.dst.topicID = init.destTopic
-		if len(init.txns) > 0 {
-			r.rarely().restoredTxns = init.txns
-		}
-		if len(init.stopAborted) > 0 {
-			r.rarely().stopAborted = init.stopAborted
-		}
+		stats := replica.NewStats(m.cfg.Name, topic, p)
+		r := replica.New(m.deps, topic, p, stats, persist, init)
 		tc, ok := m.topicCtx[topic]
 		if !ok {
 			tc = m.newTopicCancel()
@@ -329,11 +263,11 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 			}
 			m.topicCtx[topic] = tc
 		}
-		tc.running.Add(1)
-		if n := int(p) + 1; n > len(tc.byPartition) {
-			tc.byPartition = append(tc.byPartition, make([]*runner, n-len(tc.byPartition))...)
+		tc.Running.Add(1)
+		if n := int(p) + 1; n > len(tc.ByPartition) {
+			tc.ByPartition = append(tc.ByPartition, make([]*runner, n-len(tc.ByPartition))...)
 		}
-		tc.byPartition[p] = r
+		tc.ByPartition[p] = r
 		if !slices.Contains(m.topics, topic) {
 			m.topics = append(m.topics, topic)
 			slices.Sort(m.topics)
@@ -341,10 +275,9 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 		m.mu.Unlock()
 		// The runner's goroutines are counted in the engine's and the
 		// topic's wait groups from here until it exits (exit), across
-		// the goroutines a parked runner is woken in (park.go).
-		r.tc = tc
+		// the goroutines a parked runner is woken in (engine/replica/park.go).
 		m.e.wg.Add(1)
-		m.e.starter.start(r, initial)
+		m.e.starter.Start(r, tc, init.Events)
 	}
 	return nil
 }
@@ -420,7 +353,7 @@ func (m *mirror) runnersOf(topic string) []*runner {
 	if !ok {
 		return nil
 	}
-	return tc.runners(nil)
+	return tc.Runners(nil)
 }
 
 // removeTopic stops the topic's runners and waits for them to finish
@@ -432,8 +365,8 @@ func (m *mirror) removeTopic(topic string) {
 	delete(m.topicCtx, topic)
 	m.mu.Unlock()
 	if ok {
-		tc.cancel()
-		tc.running.Wait()
+		tc.Cancel()
+		tc.Running.Wait()
 	}
 }
 
@@ -471,7 +404,7 @@ func (m *mirror) sourceRoute(ctx context.Context, topic string, p int32, after t
 	rt, err := m.srcMeta.route(ctx, topic, p, after)
 	if err == nil {
 		if r := m.runner(topic, p); r != nil {
-			r.stats.setRoute(rt.leader, rt.epoch)
+			r.Stats().SetRoute(rt.Leader, rt.Epoch)
 		}
 	}
 	return rt, err
@@ -507,11 +440,11 @@ func (m *mirror) watch(ctx context.Context) {
 		}
 		rs := m.runners()
 		for _, r := range rs {
-			r.stats.updateRate(dt)
+			r.Stats().UpdateRate(dt)
 		}
 		if at := m.e.sinceBase(now); at-ckptAt >= m.settings().checkpoint {
 			ckptAt = at
-			m.requestCheckpoints(rs)
+			replica.RequestCheckpoints(rs)
 		}
 		topics := m.topicList()
 		if len(topics) == 0 {
@@ -537,12 +470,12 @@ func (m *mirror) watch(ctx context.Context) {
 		}
 		m.sourceChecked(rs, now, err)
 		for _, r := range rs {
-			if end, ok := srcEnds[r.topic][r.partition]; ok && err == nil {
-				r.stats.setSource(end, -1)
+			if end, ok := srcEnds[r.Topic()][r.Partition()]; ok && err == nil {
+				r.Stats().SetSource(end, -1)
 			} else if err != nil && ctx.Err() == nil {
 				// The source does not answer (an outage): its offsets
 				// are unknown, and the console must not show lag 0.
-				r.stats.sourceUnknown()
+				r.Stats().SourceUnknown()
 			}
 		}
 		ends, err := m.e.dst.endOffsetsAged(ctx, watchLeadersMaxAge, topics...)
@@ -554,11 +487,11 @@ func (m *mirror) watch(ctx context.Context) {
 		}
 		m.e.dstReach.ok(now)
 		for _, r := range rs {
-			end, ok := ends[r.topic][r.partition]
+			end, ok := ends[r.Topic()][r.Partition()]
 			if !ok {
 				continue
 			}
-			r.observeEnd(observedEnd{end: end, at: m.e.sinceBase(now)})
+			r.ObserveEnd(end, m.e.sinceBase(now))
 		}
 	}
 }
@@ -574,8 +507,8 @@ const watchLeadersMaxAge = 30 * time.Second
 func sourceListed(rs []*runner) []string {
 	var out []string
 	for _, r := range rs {
-		if (len(out) == 0 || out[len(out)-1] != r.topic) && r.stats.needsSourceEnds() {
-			out = append(out, r.topic)
+		if (len(out) == 0 || out[len(out)-1] != r.Topic()) && r.Stats().NeedsSourceEnds() {
+			out = append(out, r.Topic())
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 )
 
@@ -41,29 +42,29 @@ func TestETA(t *testing.T) {
 // since it started, cleared only by its own kind.
 func TestPartStatsProgress(t *testing.T) {
 	clock := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	s := newPartStats("m", "t", 0)
-	if p := s.progress(clock); p != nil {
+	s := replica.NewStats("m", "t", 0)
+	if p := s.Progress(clock); p != nil {
 		t.Fatalf("idle partition publishes %+v", p)
 	}
-	s.startWork(WorkQuarantine, "t.q", 100, 1100, clock)
+	s.StartWork(WorkQuarantine, "t.q", 100, 1100, clock)
 	clock = clock.Add(5 * time.Second)
-	s.workDone(WorkQuarantine, 350)
-	p := s.progress(clock)
+	s.WorkDone(WorkQuarantine, 350)
+	p := s.Progress(clock)
 	if p == nil || p.Done != 350 || p.Total != 1100 || p.DoneBefore != 100 || p.ETA != 15*time.Second || p.Step != "t.q" {
 		t.Fatalf("progress %+v, want 350 of 1100 with ETA 15s", p)
 	}
-	s.workDone(WorkQuarantine, 200)  // a retried read
-	s.workDone(WorkAdoption, 900)    // not the running work
-	s.workDone(WorkQuarantine, 5000) // past the end
-	if p := s.progress(clock); p.Done != 1100 || p.ETA != 0 || p.Fraction() != 1 {
+	s.WorkDone(WorkQuarantine, 200)  // a retried read
+	s.WorkDone(WorkAdoption, 900)    // not the running work
+	s.WorkDone(WorkQuarantine, 5000) // past the end
+	if p := s.Progress(clock); p.Done != 1100 || p.ETA != 0 || p.Fraction() != 1 {
 		t.Fatalf("progress %+v, want 1100 of 1100, ETA 0", p)
 	}
-	s.endWork(WorkAdoption)
-	if s.progress(clock) == nil {
+	s.EndWork(WorkAdoption)
+	if s.Progress(clock) == nil {
 		t.Fatal("another kind's end cleared the quarantine copy")
 	}
-	s.endWork(WorkQuarantine)
-	if p := s.progress(clock); p != nil {
+	s.EndWork(WorkQuarantine)
+	if p := s.Progress(clock); p != nil {
 		t.Fatalf("ended work still published: %+v", p)
 	}
 }

@@ -119,8 +119,8 @@ func (m *mirror) sourceChecked(rs []*runner, now time.Time, err error) {
 			m.e.emit(LevelInfo, m.cfg.Name, "", -1, fmt.Sprintf("source cluster %s answers again after %s: partitions retry now",
 				strings.Join(m.cfg.SourceBootstrap, ","), downFor.Round(time.Second)), clusterAttr("source"))
 			for _, r := range rs {
-				if r.stats.failedFor(partition.CauseSourceUnreachable) {
-					r.send(partition.SourceReachable{})
+				if r.Stats().FailedFor(partition.CauseSourceUnreachable) {
+					r.Send(partition.SourceReachable{})
 				}
 			}
 		}
@@ -132,8 +132,8 @@ func (m *mirror) sourceChecked(rs []*runner, now time.Time, err error) {
 	}
 	if down := m.sourceDown(); down != nil {
 		for _, r := range rs {
-			if r.stats.active() {
-				r.inject(down)
+			if r.Stats().Active() {
+				r.Inject(down)
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/engine/store"
+	"github.com/kmirror/kmirror/engine/replica"
 )
 
 // rebuildLocks serialises topic rebuilds within a mirror: the first
@@ -43,73 +43,6 @@ func (l *rebuildLocks) lock(ctx context.Context, topic string) (unlock func(), e
 	}
 }
 
-// rebuild is the operator-approved remedy for a diverged destination: no
-// client can truncate a partition's tail, so the destination-only records
-// of every partition are copied to a quarantine topic (nothing is silently
-// destroyed), the destination topic is deleted and recreated, and the
-// partitions are mirrored again from the source. Every step is recorded
-// first (rebuild_steps.go). It ends with the requesting partition aligned
-// on the fresh topic.
-func (r *runner) rebuild(ctx context.Context) error {
-	unlock, err := r.deps.m.rebuilds.lock(ctx, r.topic)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	// An interrupted rebuild is finished before a new one is planned:
-	// its quarantine already holds the destination-only records.
-	if err := r.continueRecorded(ctx); err != nil {
-		return err
-	}
-	err = r.align(ctx)
-	if err == nil {
-		return nil // another partition's rebuild already recreated the topic
-	}
-	if errors.Is(err, ErrSourceTopicRecreated) {
-		// The destination topic holds the only copy of the old source
-		// topic's records: it is never deleted for a namesake.
-		return fmt.Errorf("rebuild of %s refused: %w", r.topic, err)
-	}
-	if !errors.Is(err, ErrDiverged) {
-		return err
-	}
-	from := map[int32]int64{}
-	var ule *ULEError
-	var mm *MismatchError
-	switch {
-	case errors.As(err, &ule):
-		from[r.partition] = ule.SourceEnd
-	case errors.As(err, &mm):
-		from[r.partition] = mm.At
-	}
-	rec, err := r.deps.m.quarantineAndRecreate(ctx, r.topic, from, r.persist)
-	if err != nil {
-		return fmt.Errorf("rebuild %s: %w", r.topic, err)
-	}
-	r.rebuilt(rec)
-	return r.align(ctx)
-}
-
-// rebuilt is the end of a rebuild for the runner that finished it.
-func (r *runner) rebuilt(rec store.RebuildRecord) {
-	var n int64
-	for _, rg := range rec.Ranges {
-		n += rg.Copied
-	}
-	r.deps.m.e.emit(LevelWarn, r.deps.m.cfg.Name, r.topic, -1,
-		fmt.Sprintf("rebuilt %s: %d destination-only records quarantined in %s; mirroring again from the source", r.topic, n, rec.Quarantine))
-	// The recreated topic has no transaction of ours, also none that the
-	// destination aborted: forget them, or the next alignment would
-	// restore them and fail again.
-	r.txm = nil
-	r.stats.setTxns(false)
-	if r.rare != nil {
-		r.rare.restoredTxns = nil
-	}
-	r.openTxns = 0 // the next status write (at the transition out of alignment) records none
-	r.stats.setOpenTxns(0)
-}
-
 // divergedRange returns the destination-only offsets [from, to) of one
 // partition: past the forward mirror's LME in a failback, past the source's
 // high watermark otherwise.
@@ -124,7 +57,7 @@ func (m *mirror) divergedRange(ctx context.Context, topic string, p int32) (from
 	}
 	from = srcEnd
 	if cat, err := m.peerCatalog(ctx); err == nil {
-		if _, _, rec, ok := forwardRecord(cat, m.e.destID, topic, p); ok && rec != nil {
+		if _, _, rec, ok := replica.ForwardRecord(cat, m.e.destID, topic, p); ok && rec != nil {
 			from = min(from, rec.LastOffset+1)
 			// The transactions the forward stop aborted: identical on
 			// both sides up to the LME, but committed here where their
@@ -136,7 +69,7 @@ func (m *mirror) divergedRange(ctx context.Context, topic string, p int32) (from
 	}
 	// What this mirror copied itself is not destination-only.
 	if r := m.runner(topic, p); r != nil {
-		from = max(from, r.stats.snapshot().LastOffset+1)
+		from = max(from, r.Stats().Snapshot().LastOffset+1)
 	}
 	return min(from, dstEnd), dstEnd, nil
 }
@@ -224,7 +157,7 @@ func (m *mirror) sourceEpochEnd(ctx context.Context, topic string, p int32) (int
 	if r == nil {
 		return 0, false, nil
 	}
-	last, epoch, _ := r.stats.lme()
+	last, epoch, _ := r.Stats().LME()
 	if last < 0 || epoch < 0 {
 		return 0, false, nil
 	}

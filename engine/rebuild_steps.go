@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
@@ -35,16 +36,8 @@ import (
 //
 // A step whose record cannot be written is not taken.
 
-// errRebuildAbandoned: a recorded rebuild was given up before anything was
-// deleted; the record's note says why.
-var errRebuildAbandoned = errors.New("rebuild abandoned, nothing deleted")
-
-// putRebuild writes a rebuild record.
-func (s *stateSink) putRebuild(ctx context.Context, rec store.RebuildRecord) error {
-	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
-	defer cancel()
-	return s.w.PutRebuild(ctx, rec)
-}
+// errRebuildAbandoned is replica.ErrRebuildAbandoned.
+var errRebuildAbandoned = replica.ErrRebuildAbandoned
 
 // rebuildRecord returns the topic's rebuild record.
 func (m *mirror) rebuildRecord(topic string) (store.RebuildRecord, bool) {
@@ -85,10 +78,10 @@ func (m *mirror) saveRebuild(ctx context.Context, sink *stateSink, rec *store.Re
 	if sink != nil {
 		// An instance the group may have replaced must not go on
 		// with a destructive job the new owner may be doing too.
-		if err := m.e.gate.wait(ctx); err != nil {
+		if err := m.e.gate.Wait(ctx); err != nil {
 			return fmt.Errorf("record rebuild of %s (%s): %w", rec.Topic, rec.Step, err)
 		}
-		if err := sink.putRebuild(ctx, *rec); err != nil {
+		if err := sink.PutRebuild(ctx, *rec); err != nil {
 			return fmt.Errorf("record rebuild of %s (%s): %w", rec.Topic, rec.Step, err)
 		}
 	}
@@ -105,40 +98,6 @@ func cloneRebuild(rec store.RebuildRecord) store.RebuildRecord {
 	rec.Configs = maps.Clone(rec.Configs)
 	rec.Ranges = slices.Clone(rec.Ranges)
 	return rec
-}
-
-// continueRecorded continues the topic's rebuild if one is recorded and
-// unfinished. The caller holds the topic's rebuild lock.
-func (r *runner) continueRecorded(ctx context.Context) error {
-	rec, ok := r.deps.m.rebuildRecord(r.topic)
-	if !ok || rec.Step.Finished() {
-		return nil
-	}
-	r.emit(LevelWarn, fmt.Sprintf("continuing the rebuild of %s recorded at step %s by %s (quarantine %s)", r.topic, rec.Step, rec.Owner, rec.Quarantine))
-	rec, err := r.deps.m.continueRebuild(ctx, r.persist, rec, true)
-	if errors.Is(err, errRebuildAbandoned) {
-		return nil // nothing was deleted: alignment says what the topic holds
-	}
-	if err != nil {
-		return fmt.Errorf("continue rebuild of %s: %w", r.topic, err)
-	}
-	r.rebuilt(rec)
-	return nil
-}
-
-// resumeRebuild is continueRecorded for work other than a rebuild
-// (alignment, ULE recovery): any runner of the topic finishes what a
-// rebuild recorded before it aligns on the topic.
-func (r *runner) resumeRebuild(ctx context.Context) error {
-	if rec, ok := r.deps.m.rebuildRecord(r.topic); !ok || rec.Step.Finished() {
-		return nil
-	}
-	unlock, err := r.deps.m.rebuilds.lock(ctx, r.topic)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	return r.continueRecorded(ctx)
 }
 
 // quarantineAndRecreate plans a rebuild, records the plan, and takes it
@@ -178,8 +137,8 @@ func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from m
 // exist already, and hold part of the copy.
 func (m *mirror) continueRebuild(ctx context.Context, sink *stateSink, rec store.RebuildRecord, resumed bool) (store.RebuildRecord, error) {
 	defer m.rebuildStats(&rec, func(_ *store.RebuildRange, s *partStats) {
-		s.endWork(WorkQuarantine)
-		s.endWork(WorkRebuildStep)
+		s.EndWork(WorkQuarantine)
+		s.EndWork(WorkRebuildStep)
 	})
 	for !rec.Step.Finished() {
 		var err error
@@ -226,7 +185,7 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 		if rg.Checked {
 			done = size // copied before this instance took the rebuild on
 		}
-		s.startWork(WorkQuarantine, q, done, size, now)
+		s.StartWork(WorkQuarantine, q, done, size, now)
 	})
 	for i := range rec.Ranges {
 		rg := &rec.Ranges[i]
@@ -251,7 +210,7 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 		}
 		want, err := m.copyRange(ctx, rec.Topic, q, rg.Partition, rg.From, rg.To, held, func(done int64) {
 			if stats != nil {
-				stats.workDone(WorkQuarantine, done)
+				stats.WorkDone(WorkQuarantine, done)
 			}
 		})
 		if err != nil {
@@ -272,7 +231,7 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 			return fmt.Errorf("nothing deleted: %w", err)
 		}
 		if stats != nil {
-			stats.workDone(WorkQuarantine, rg.To-rg.From)
+			stats.WorkDone(WorkQuarantine, rg.To-rg.From)
 		}
 	}
 	rec.Step = store.RebuildQuarantined
@@ -429,7 +388,7 @@ const rebuildSteps = 2
 func (m *mirror) rebuildStep(rec *store.RebuildRecord, step string, done int64) {
 	now := m.e.now()
 	m.rebuildStats(rec, func(_ *store.RebuildRange, s *partStats) {
-		s.startWork(WorkRebuildStep, step, done, rebuildSteps, now)
+		s.StartWork(WorkRebuildStep, step, done, rebuildSteps, now)
 	})
 }
 
@@ -447,7 +406,7 @@ func (m *mirror) rebuildStats(rec *store.RebuildRecord, f func(rg *store.Rebuild
 // partStats returns the stats of a partition run here, nil otherwise.
 func (m *mirror) partStats(topic string, p int32) *partStats {
 	if r := m.runner(topic, p); r != nil {
-		return r.stats
+		return r.Stats()
 	}
 	return nil
 }

@@ -29,32 +29,12 @@ func (m *mirror) topicStopped(topic string) bool {
 	if c := m.e.coord; c != nil && c.desired(m.cfg.Name, topic) == partition.DesiredStop {
 		return true
 	}
-	return slices.ContainsFunc(m.runnersOf(topic), (*runner).stopWanted)
+	return slices.ContainsFunc(m.runnersOf(topic), (*runner).StopWanted)
 }
 
 // notStopped returns topics without the stopped ones.
 func (m *mirror) notStopped(topics []string) []string {
 	return slices.DeleteFunc(slices.Clone(topics), m.topicStopped)
-}
-
-// stopWanted reports whether the partition is stopping, stopped, or has a
-// stop waiting in its inbox.
-func (r *runner) stopWanted() bool {
-	r.in.mu.Lock()
-	queued := r.in.stopQueued
-	r.in.mu.Unlock()
-	return queued || r.stats.stopWanted()
-}
-
-// noteCommand keeps the inbox's stopQueued in line with the operator
-// events handed to the runner: only a start undoes a stop. r.in.mu is held.
-func (in *inbox) noteCommand(ev partition.Event) {
-	switch ev.(type) {
-	case partition.Stop:
-		in.stopQueued = true
-	case partition.Start:
-		in.stopQueued = false
-	}
 }
 
 // desired returns the desired state of a topic's record in the catalog
@@ -63,12 +43,4 @@ func (c *coordinator) desired(mirror, topic string) partition.Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pub.Topics[store.TopicRef{Mirror: mirror, Topic: topic}].Desired
-}
-
-// stopWanted reports whether the last published status wants or has
-// reached a stop.
-func (s *partStats) stopWanted() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.desired == partition.DesiredStop || s.ps.State == partition.Stopping || s.ps.State == partition.Stopped
 }

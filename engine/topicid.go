@@ -10,14 +10,8 @@ import (
 // ErrSourceTopicRecreated is replica.ErrSourceTopicRecreated.
 var ErrSourceTopicRecreated = replica.ErrSourceTopicRecreated
 
-// topicIDString is a topic id as Kafka's tools show it (URL-safe base64
-// without padding), "" for the zero id (unknown).
-func topicIDString(id [16]byte) string {
-	if id == ([16]byte{}) {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString(id[:])
-}
+// topicIDString is replica.TopicIDString.
+func topicIDString(id [16]byte) string { return replica.TopicIDString(id) }
 
 // parseTopicID is the inverse of topicIDString; anything else is the zero
 // id (unknown).

@@ -129,7 +129,7 @@ func (m *mirror) refreshGuards(ctx context.Context) {
 		}
 		stopping := false
 		for _, r := range rs {
-			stopping = stopping || r.stats.stopWanted()
+			stopping = stopping || r.Stats().StopWanted()
 		}
 		if stopping {
 			continue

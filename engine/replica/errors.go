@@ -174,3 +174,32 @@ func (e *SourceUnreachableError) Error() string {
 }
 
 func (e *SourceUnreachableError) Unwrap() error { return ErrSourceUnreachable }
+
+// errRealign asks the runner to re-read the destination and start again.
+var errRealign = errors.New("realign")
+
+// Failure is err as a failure of the runner's partition that waits for an
+// operator's recover.
+func (r *Runner) Failure(err error) error {
+	return &PartitionError{Topic: r.topic, Partition: r.partition, Err: err}
+}
+
+// Failuref is failure(fmt.Errorf(format, args...)).
+func (r *Runner) Failuref(format string, args ...any) error {
+	return r.Failure(fmt.Errorf(format, args...))
+}
+
+// mismatch reports a batch of the runner's partition at actual on the
+// destination where the source has it at expected; cause is ErrForeignWrite
+// or ErrDiverged.
+func (r *Runner) mismatch(expected, actual int64, cause error) error {
+	return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: expected, Actual: actual, Cause: cause}
+}
+
+// ErrMirrorLoop: a topic would be mirrored back to the cluster it is being
+// mirrored from.
+var ErrMirrorLoop = errors.New("mirror loop")
+
+// ErrRebuildAbandoned: a recorded rebuild was given up before anything was
+// deleted; the record's note says why.
+var ErrRebuildAbandoned = errors.New("rebuild abandoned, nothing deleted")

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/fetch"
+	"github.com/kmirror/kmirror/engine/partition"
 )
 
 // Verification: the contract of alignment.
@@ -58,7 +59,7 @@ const verifyProgressEvery = 5 * time.Second
 // source from anchor a on (see the contract above). It returns the last
 // offset it verified and that batch's source epoch, or a.offset and
 // a.epoch when nothing above the anchor was verified.
-func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStart int64) (anchor, error) {
+func (r *Runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStart int64) (anchor, error) {
 	from := dstStart
 	if a.offset >= 0 {
 		if dstEnd < a.offset+1 {
@@ -71,15 +72,15 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 	}
 	adopting := a.offset < 0
 	if adopting {
-		r.emit(LevelInfo, fmt.Sprintf("the destination partition already holds offsets %d..%d: verifying them against the source before mirroring into it", dstStart, dstEnd-1))
+		r.emit(partition.SeverityInfo, fmt.Sprintf("the destination partition already holds offsets %d..%d: verifying them against the source before mirroring into it", dstStart, dstEnd-1))
 	}
 	v := verifier{r: r, a: a, srcStart: srcStart, dstEnd: dstEnd, adopting: adopting, last: a}
-	lastReport := r.deps.now()
+	lastReport := r.deps.Now()
 	if adopting {
 		// Only an adoption walks a whole log; the batches above an
 		// anchor are the few appended after the last checkpoint.
-		r.stats.startWork(WorkAdoption, "", 0, dstEnd-from, lastReport)
-		defer r.stats.endWork(WorkAdoption)
+		r.stats.StartWork(WorkAdoption, "", 0, dstEnd-from, lastReport)
+		defer r.stats.EndWork(WorkAdoption)
 	}
 	for off := from; off < dstEnd; {
 		dbs, err := r.destBatches(ctx, off)
@@ -100,15 +101,15 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 			return a, fmt.Errorf("%w: verify %s/%d: the destination returned no batch at offset %d below its end %d", errRealign, r.topic, r.partition, off, dstEnd)
 		}
 		if adopting {
-			r.stats.workDone(WorkAdoption, off-from)
+			r.stats.WorkDone(WorkAdoption, off-from)
 		}
-		if now := r.deps.now(); adopting && now.Sub(lastReport) >= verifyProgressEvery {
+		if now := r.deps.Now(); adopting && now.Sub(lastReport) >= verifyProgressEvery {
 			lastReport = now
-			r.emit(LevelInfo, fmt.Sprintf("verifying the destination: offsets %d..%d of %d..%d identical to the source (%d%%)", from, off-1, from, dstEnd-1, 100*(off-from)/(dstEnd-from)))
+			r.emit(partition.SeverityInfo, fmt.Sprintf("verifying the destination: offsets %d..%d of %d..%d identical to the source (%d%%)", from, off-1, from, dstEnd-1, 100*(off-from)/(dstEnd-from)))
 		}
 	}
 	if adopting {
-		r.emit(LevelInfo, fmt.Sprintf("adopted the destination's offsets %d..%d: %d batches identical to the source", from, dstEnd-1, v.compared))
+		r.emit(partition.SeverityInfo, fmt.Sprintf("adopted the destination's offsets %d..%d: %d batches identical to the source", from, dstEnd-1, v.compared))
 	}
 	return v.last, nil
 }
@@ -116,7 +117,7 @@ func (r *runner) verify(ctx context.Context, a anchor, dstStart, dstEnd, srcStar
 // verifier walks the destination's batches in order, keeping the source's
 // batches of the last fetch answer.
 type verifier struct {
-	r        *runner
+	r        *Runner
 	a        anchor
 	srcStart int64
 	dstEnd   int64
@@ -156,7 +157,7 @@ func (v *verifier) check(ctx context.Context, d rawBatch) error {
 		// The source has a gap where the destination has a batch:
 		// kmirror's gap fillers (mirror.gap.policy=fill) are the only
 		// batches allowed there.
-		if ours && r.deps.gapFill {
+		if ours && r.deps.GapFill {
 			return nil
 		}
 		return v.mismatch(d, fmt.Sprintf("the source has no record at offsets %d..%d", d.h.BaseOffset, d.h.LastOffset()))
@@ -208,7 +209,7 @@ func (v *verifier) sourceAt(ctx context.Context, offset int64) (rawBatch, bool, 
 // destBatches reads the destination's batches from offset (the batch
 // holding offset first) up to its high watermark, with one raw Fetch to
 // the partition's leader.
-func (r *runner) destBatches(ctx context.Context, offset int64) ([]rawBatch, error) {
+func (r *Runner) destBatches(ctx context.Context, offset int64) ([]rawBatch, error) {
 	for {
 		bs, partial, err := r.destFetch(ctx, offset)
 		if err != nil || len(bs) > 0 || !partial || r.maxBytes >= maxFetchBytes {
@@ -220,14 +221,14 @@ func (r *runner) destBatches(ctx context.Context, offset int64) ([]rawBatch, err
 
 // destFetch is one raw Fetch of destBatches; partial reports an answer
 // holding only part of a batch.
-func (r *runner) destFetch(ctx context.Context, offset int64) ([]rawBatch, bool, error) {
+func (r *Runner) destFetch(ctx context.Context, offset int64) ([]rawBatch, bool, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxBytes = r.maxBytes
 	req.SessionEpoch = -1
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = r.topic
-	rt.TopicID = r.dst.topicID
+	rt.TopicID = r.dst.TopicID
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = r.partition
 	rp.FetchOffset = offset
@@ -236,9 +237,9 @@ func (r *runner) destFetch(ctx context.Context, offset int64) ([]rawBatch, bool,
 	rp.LastFetchedEpoch = -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := r.deps.dest.request(ctx, r.dst.leader, req)
+	resp, err := r.deps.Dest.Request(ctx, r.dst.Leader, req)
 	if err != nil {
-		return nil, false, fmt.Errorf("verify %s/%d: fetch from destination broker %d: %w", r.topic, r.partition, r.dst.leader, err)
+		return nil, false, fmt.Errorf("verify %s/%d: fetch from destination broker %d: %w", r.topic, r.partition, r.dst.Leader, err)
 	}
 	fr := resp.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
@@ -260,7 +261,7 @@ func (r *runner) destFetch(ctx context.Context, offset int64) ([]rawBatch, bool,
 
 // sourceBatches fetches the source's batches from offset (the batch holding
 // offset first) through the partition's fetcher.
-func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, error) {
+func (r *Runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, error) {
 	r.dropFetch()
 	// No LastFetchedEpoch: offset does not follow the last batch
 	// appended, and the epoch of that batch would make a broker check a
@@ -286,7 +287,7 @@ func (r *runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 		}
 		bs, partialAt, err := splitFrom(res.Records, offset)
 		if err != nil {
-			return nil, r.failuref("%w at %d: %w", ErrBadSourceBatch, offset, err)
+			return nil, r.Failuref("%w at %d: %w", ErrBadSourceBatch, offset, err)
 		}
 		if len(bs) == 0 && partialAt >= 0 && r.maxBytes < maxFetchBytes {
 			// One batch is larger than asked for: ask again for more.
@@ -325,15 +326,15 @@ func splitFrom(records []byte, offset int64) ([]rawBatch, int64, error) {
 // gone records the offset the destination really holds; their source epoch
 // is not known there, so the LME's epoch is then unknown (-1). A batch
 // kmirror did not write ends the walk, loudly.
-func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
+func (r *Runner) settleLME(ctx context.Context, earlierWriter int64) {
 	last := r.mirrored
-	rt, err := r.deps.dest.route(ctx, r.topic, r.partition, r.deps.now())
+	rt, err := r.deps.Dest.Route(ctx, r.topic, r.partition, r.deps.Now())
 	if err == nil {
 		r.dst = rt
 	}
-	start, end, err := r.deps.dest.offsets(ctx, r.topic, r.partition)
+	start, end, err := r.deps.Dest.Offsets(ctx, r.topic, r.partition)
 	if err != nil {
-		r.emit(LevelWarn, "stopping: the destination log end is unknown, the recorded last mirrored offset is the last checkpoint's: "+err.Error())
+		r.emit(partition.SeverityWarn, "stopping: the destination log end is unknown, the recorded last mirrored offset is the last checkpoint's: "+err.Error())
 		return
 	}
 	r.stats.setDestEnd(end)
@@ -342,7 +343,7 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 		before := off
 		bs, err := r.destBatches(ctx, off)
 		if err != nil || len(bs) == 0 {
-			r.emit(LevelWarn, fmt.Sprintf("stopping: could not read the destination above offset %d (%v): the recorded last mirrored offset is %d", ours, err, ours))
+			r.emit(partition.SeverityWarn, fmt.Sprintf("stopping: could not read the destination above offset %d (%v): the recorded last mirrored offset is %d", ours, err, ours))
 			break
 		}
 		for _, d := range bs {
@@ -351,7 +352,7 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 			}
 			mine := d.h.ProducerID > 0 && (d.h.ProducerID == r.writer.ProducerID || d.h.ProducerID == earlierWriter)
 			if !d.h.IsTransactional() && !mine {
-				r.emit(LevelError, fmt.Sprintf("stopping: the destination holds records kmirror did not write after offset %d (first at offset %d, producer id %d); the recorded last mirrored offset is %d",
+				r.emit(partition.SeverityError, fmt.Sprintf("stopping: the destination holds records kmirror did not write after offset %d (first at offset %d, producer id %d); the recorded last mirrored offset is %d",
 					ours, d.h.BaseOffset, d.h.ProducerID, ours))
 				off = end
 				break
@@ -364,6 +365,6 @@ func (r *runner) settleLME(ctx context.Context, earlierWriter int64) {
 	}
 	if ours > last {
 		r.verifiedTo(ours, -1, ours)
-		r.emit(LevelInfo, fmt.Sprintf("stopping: last mirrored offset %d read from the destination (checkpoint %d)", ours, last))
+		r.emit(partition.SeverityInfo, fmt.Sprintf("stopping: last mirrored offset %d read from the destination (checkpoint %d)", ours, last))
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"errors"
@@ -15,15 +15,15 @@ import (
 func TestCheckEndJudgesByWhatWasAckedWhenRead(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	tick := func() time.Time { clock = clock.Add(time.Second); return clock }
-	e := &Engine{now: func() time.Time { return clock }, base: clock}
-	r := &runner{deps: &replicaDeps{now: e.now, sinceBase: e.sinceBase},
-		stats: newPartStats("a-to-b", "t", 0)}
+	base := clock
+	r := &Runner{deps: &Deps{Now: func() time.Time { return clock }, SinceBase: func(t time.Time) time.Duration { return t.Sub(base) }},
+		stats: NewStats("a-to-b", "t", 0)}
 	r.stats.ps.State = partition.Mirroring
 	r.alignedAt = 0
 	r.pos, r.acked = 100, 100
 
 	observe := func(end int64, at time.Time) error {
-		r.observeEnd(observedEnd{end: end, at: r.deps.sinceBase(at)})
+		r.observeEnd(observedEnd{end: end, at: r.deps.SinceBase(at)})
 		return r.checkEnd()
 	}
 	// The check is read at 100; an append to 120 is acknowledged before

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -8,25 +8,32 @@ import (
 	"github.com/kmirror/kmirror/engine/store"
 )
 
-// stateSink writes the partition records of a coordinator's runners to
+// StateSink writes the partition records of a coordinator's runners to
 // __mirror_state. A runner writes its transitions with put and its
 // checkpoints with putAsync from its own goroutine, through one client, so
 // its records land in the order it wrote them: a checkpoint never lands
 // after the transition that followed it.
-type stateSink struct {
+type StateSink struct {
 	w *store.Writer
 }
 
 // stateWriteTimeout bounds one synchronous partition record write.
 const stateWriteTimeout = 15 * time.Second
 
-func (s *stateSink) put(ctx context.Context, rec store.PartitionRecord) error {
+func (s *StateSink) put(ctx context.Context, rec store.PartitionRecord) error {
 	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
 	defer cancel()
 	return s.w.PutPartition(ctx, rec)
 }
 
-func (s *stateSink) putAsync(rec store.PartitionRecord, done func(error)) {
+// PutRebuild writes a rebuild record.
+func (s *StateSink) PutRebuild(ctx context.Context, rec store.RebuildRecord) error {
+	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
+	defer cancel()
+	return s.w.PutRebuild(ctx, rec)
+}
+
+func (s *StateSink) putAsync(rec store.PartitionRecord, done func(error)) {
 	s.w.PutPartitionAsync(rec, stateWriteTimeout, done)
 }
 
@@ -41,7 +48,7 @@ func (s *stateSink) putAsync(rec store.PartitionRecord, done func(error)) {
 
 // requestCheckpoint asks the runner to write its record at its next look
 // into the inbox.
-func (r *runner) requestCheckpoint() {
+func (r *Runner) requestCheckpoint() {
 	r.in.mu.Lock()
 	r.in.checkpoint = !r.in.exited
 	r.in.mu.Unlock()
@@ -50,7 +57,7 @@ func (r *runner) requestCheckpoint() {
 
 // takeCheckpoint reports whether a checkpoint was requested, clearing the
 // request.
-func (r *runner) takeCheckpoint() bool {
+func (r *Runner) takeCheckpoint() bool {
 	r.in.mu.Lock()
 	due := r.in.checkpoint
 	r.in.checkpoint = false
@@ -61,17 +68,17 @@ func (r *runner) takeCheckpoint() bool {
 // checkpoint writes the partition's record with its current LME without
 // waiting for the write. A failed write is reported and retried at the
 // next request.
-func (r *runner) checkpoint() {
+func (r *Runner) checkpoint() {
 	// An instance that may have lost its shards writes no record: it
 	// would contradict the new owner's.
-	if r.persist == nil || !r.stats.checkpointDue() || !r.deps.gate.allowed() {
+	if r.persist == nil || !r.stats.checkpointDue() || !r.deps.Gate.Allowed() {
 		return
 	}
 	rec := r.record(r.liveStatus())
 	r.persist.putAsync(rec, func(err error) {
 		if err != nil {
 			r.stats.checkpointLost()
-			r.emit(LevelWarn, "checkpoint of the last mirrored offset: "+err.Error())
+			r.emit(partition.SeverityWarn, "checkpoint of the last mirrored offset: "+err.Error())
 		}
 	})
 }
@@ -82,20 +89,20 @@ const finalCheckpointTimeout = 5 * time.Second
 // finalCheckpoint writes the record of an exiting runner whose LME moved
 // since its last record, and waits for the write (bounded): the next owner
 // starts from it.
-func (r *runner) finalCheckpoint() {
-	if r.persist == nil || !r.stats.checkpointDue() || !r.deps.gate.allowed() {
+func (r *Runner) finalCheckpoint() {
+	if r.persist == nil || !r.stats.checkpointDue() || !r.deps.Gate.Allowed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
 	defer cancel()
 	if err := r.persist.put(ctx, r.record(r.st)); err != nil {
-		r.emit(LevelWarn, "last checkpoint before exiting: "+err.Error())
+		r.emit(partition.SeverityWarn, "last checkpoint before exiting: "+err.Error())
 	}
 }
 
-// requestCheckpoints asks every runner of the mirror whose LME moved since
+// RequestCheckpoints asks every runner of rs whose LME moved since
 // its last record for a checkpoint.
-func (m *mirror) requestCheckpoints(rs []*runner) {
+func RequestCheckpoints(rs []*Runner) {
 	for _, r := range rs {
 		if r.persist != nil && r.stats.checkpointDue() {
 			r.requestCheckpoint()
@@ -108,9 +115,9 @@ func (m *mirror) requestCheckpoints(rs []*runner) {
 // record: --describe then shows the attempt and its cause like a FAILED
 // partition's, though the state is still MIRRORING. The next checkpoint
 // after progress writes the record without them.
-func (r *runner) retrying(msg string) {
+func (r *Runner) retrying(msg string) {
 	r.stats.setRetrying(msg, r.attempt)
-	if r.persist == nil || !r.deps.gate.allowed() {
+	if r.persist == nil || !r.deps.Gate.Allowed() {
 		return
 	}
 	r.persist.putAsync(r.record(r.liveStatus()), func(err error) {
@@ -122,7 +129,7 @@ func (r *runner) retrying(msg string) {
 
 // liveStatus is the status a record written while MIRRORING carries: the
 // state machine's, with the retry MIRRORING is making on its own, if any.
-func (r *runner) liveStatus() partition.Status {
+func (r *Runner) liveStatus() partition.Status {
 	st := r.st
 	if st.State == partition.Mirroring && r.attempt > 0 {
 		st.Attempt, st.Error, st.Retryable = int(r.attempt), r.stats.errorText(), true

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // replaces an unread answer to its successor, whatever order they arrive
 // in; an unread older answer is replaced by a newer one.
 func TestDeliverKeepsNewestAnswer(t *testing.T) {
-	r := &runner{in: newInbox()}
+	r := &Runner{in: newInbox()}
 	take := func() fetch.Result {
 		t.Helper()
 		select {
@@ -48,7 +48,7 @@ func TestDeliverKeepsNewestAnswer(t *testing.T) {
 // wake token; events come out in order, and a waiter that takes one event
 // while more wait leaves a token for the rest.
 func TestInboxWakesForEverything(t *testing.T) {
-	r := &runner{in: newInbox()}
+	r := &Runner{in: newInbox()}
 	woken := func() bool {
 		select {
 		case <-r.in.wake:
@@ -57,8 +57,8 @@ func TestInboxWakesForEverything(t *testing.T) {
 			return false
 		}
 	}
-	r.send(partition.Pause{})
-	r.send(partition.Resume{})
+	r.Send(partition.Pause{})
+	r.Send(partition.Resume{})
 	if !woken() {
 		t.Fatal("send left no wake token")
 	}
@@ -71,8 +71,8 @@ func TestInboxWakesForEverything(t *testing.T) {
 	if ev, ok := r.takeEvent(); !ok || ev != (partition.Resume{}) {
 		t.Fatalf("second event %v, want Resume", ev)
 	}
-	r.inject(errors.New("first"))
-	r.inject(errors.New("second"))
+	r.Inject(errors.New("first"))
+	r.Inject(errors.New("second"))
 	if !woken() {
 		t.Fatal("inject left no wake token")
 	}
@@ -84,7 +84,7 @@ func TestInboxWakesForEverything(t *testing.T) {
 	}
 	ctx, cancel := r.startWork(context.Background())
 	defer cancel()
-	r.send(partition.Stop{})
+	r.Send(partition.Stop{})
 	if ctx.Err() == nil {
 		t.Fatal("an event did not interrupt the work in progress")
 	}
@@ -97,7 +97,7 @@ func TestInboxWakesForEverything(t *testing.T) {
 	ctx, cancel = r.startWork(parent)
 	woken()
 	end()
-	r.contextEnded()
+	r.ContextEnded()
 	if ctx.Err() == nil || !woken() {
 		t.Fatalf("the end of the runner's context left its work running (%v) or the runner asleep", ctx.Err())
 	}
@@ -108,7 +108,7 @@ func TestInboxWakesForEverything(t *testing.T) {
 	}
 	r.endWork(cancel)
 	r.markExited()
-	r.send(partition.Start{})
+	r.Send(partition.Start{})
 	if r.eventPending() {
 		t.Fatal("an event sent after exit was kept")
 	}
@@ -117,7 +117,7 @@ func TestInboxWakesForEverything(t *testing.T) {
 // TestObservedEndTakenOnce: a destination end left by the watcher waits in
 // the runner's inbox until the runner takes it, once, and wakes it.
 func TestObservedEndTakenOnce(t *testing.T) {
-	r := &runner{in: newInbox(), stats: newPartStats("a-to-b", "t", 0)}
+	r := &Runner{in: newInbox(), stats: NewStats("a-to-b", "t", 0)}
 	if r.endWaiting() {
 		t.Fatal("an end waits before any was observed")
 	}

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -6,15 +6,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
 
-// appendRetries bounds the resends of an append whose outcome is unknown,
+// AppendRetries bounds the resends of an append whose outcome is unknown,
 // and appendRetryMax caps the wait before each: with the default 100ms
 // first wait they span about five seconds, enough to ride out a leader
 // election, before the partition falls back to alignment.
 const (
-	appendRetries  = 6
+	AppendRetries  = 6
 	appendRetryMax = 2 * time.Second
 )
 
@@ -45,9 +46,9 @@ var (
 // source's and carry kmirror's writer identity; and a batch that was in
 // the log but hidden above the high watermark turns the next append's
 // answer into an OffsetMismatchError, never a silent duplicate.
-func (r *runner) complete(ctx context.Context, f inflight) error {
+func (r *Runner) complete(ctx context.Context, f inflight) error {
 	err := r.completeOnce(ctx, f, false)
-	for attempt := 1; errors.Is(err, errUnknownOutcome) && attempt <= appendRetries; attempt++ {
+	for attempt := 1; errors.Is(err, errUnknownOutcome) && attempt <= AppendRetries; attempt++ {
 		if err = r.resend(ctx, &f, attempt, err); err == nil {
 			if err = r.completeOnce(ctx, f, true); err == nil {
 				r.stats.clearError()
@@ -59,13 +60,13 @@ func (r *runner) complete(ctx context.Context, f inflight) error {
 
 // settle is complete without resends: it learns where the batch landed,
 // if it did, before an alignment reads the log end anyway.
-func (r *runner) settle(ctx context.Context, f inflight) error {
+func (r *Runner) settle(ctx context.Context, f inflight) error {
 	return r.appendFailed(ctx, f, r.completeOnce(ctx, f, false))
 }
 
 // appendFailed tells the transaction mapper of a mirrored transaction's
 // batch that did not land; it re-reads the transaction's state.
-func (r *runner) appendFailed(ctx context.Context, f inflight, err error) error {
+func (r *Runner) appendFailed(ctx context.Context, f inflight, err error) error {
 	if err != nil && f.txn != nil && r.txm != nil {
 		if terr := r.txm.ProduceFailed(ctx, *f.txn, err); terr != nil {
 			return r.txnError(terr)
@@ -78,21 +79,21 @@ func (r *runner) appendFailed(ctx context.Context, f inflight, err error) error 
 // the destination leader as the metadata names it now, after a backoff. A
 // batch that cannot be sent leaves those behind it unsent too, so the
 // broker never sees a sequence ahead of a missing one.
-func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause error) error {
+func (r *Runner) resend(ctx context.Context, f *inflight, attempt int, cause error) error {
 	r.stats.setError(cause.Error(), true)
-	r.emit(LevelWarn, fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, appendRetries, cause))
-	at := r.deps.now()
-	p := backoff.Policy{Initial: r.deps.retryInitial, Max: min(r.deps.retryMax, appendRetryMax)}
-	if !r.wait(ctx, p.Delay(attempt, r.deps.jitter())) {
+	r.emit(partition.SeverityWarn, fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, AppendRetries, cause))
+	at := r.deps.Now()
+	p := backoff.Policy{Initial: r.deps.RetryInitial, Max: min(r.deps.RetryMax, appendRetryMax)}
+	if !r.wait(ctx, p.Delay(attempt, r.deps.Jitter())) {
 		return ctx.Err()
 	}
-	rt, err := r.deps.dest.route(ctx, r.topic, r.partition, at)
+	rt, err := r.deps.Dest.Route(ctx, r.topic, r.partition, at)
 	if err != nil {
 		r.unsend(0)
 		f.call = nil
 		return r.unknownOutcome(f.base, err)
 	}
-	if rt.topicID != r.dst.topicID {
+	if rt.TopicID != r.dst.TopicID {
 		// The destination topic was recreated: the batches belong to
 		// the old one. Alignment finds out what the new one holds.
 		return fmt.Errorf("%w: append %s/%d at %d: destination topic id changed while the outcome was unknown: %w", errRealign, r.topic, r.partition, f.base, cause)
@@ -113,7 +114,7 @@ func (r *runner) resend(ctx context.Context, f *inflight, attempt int, cause err
 
 // unsend marks the in-flight batches from index i on as not sent; the
 // answers to their earlier sends, if any come, are not looked at.
-func (r *runner) unsend(i int) {
+func (r *Runner) unsend(i int) {
 	for ; i < len(r.inflight); i++ {
 		r.inflight[i].call = nil
 	}

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"sync"
@@ -8,9 +8,9 @@ import (
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
-// partStats is what a runner publishes about its partition. The runner
+// Stats is what a runner publishes about its partition. The runner
 // writes it; Snapshot and the mirror's ticker read it.
-type partStats struct {
+type Stats struct {
 	mu      sync.Mutex
 	ps      PartitionSnapshot
 	desired partition.Desired // of the last published status, for topicStopped
@@ -29,13 +29,15 @@ type partStats struct {
 	checkpointed int64
 
 	// work is the long work running on the partition, nil otherwise:
-	// thousands of idle partitions each carry a partStats, so it is
+	// thousands of idle partitions each carry a Stats, so it is
 	// allocated only while such work runs (progress.go).
 	work *workProgress
 }
 
-func newPartStats(mirror, topic string, p int32) *partStats {
-	return &partStats{
+// NewStats is the stats of partition p of topic, mirrored by mirror,
+// with nothing known yet.
+func NewStats(mirror, topic string, p int32) *Stats {
+	return &Stats{
 		ps: PartitionSnapshot{
 			Mirror: mirror, Topic: topic, Partition: p,
 			SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1,
@@ -46,7 +48,8 @@ func newPartStats(mirror, topic string, p int32) *partStats {
 	}
 }
 
-func (s *partStats) snapshot() PartitionSnapshot {
+// Snapshot returns a copy of what is published.
+func (s *Stats) Snapshot() PartitionSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := s.ps
@@ -60,18 +63,18 @@ func (s *partStats) snapshot() PartitionSnapshot {
 	return ps
 }
 
-// setStatus publishes the state machine's status.
 // setTopicIDs publishes the topic ids alignment found on both sides. Every
 // partition of a topic names the same ids: they are kept once (unique),
 // not once per partition.
-func (s *partStats) setTopicIDs(src, dst string) {
+func (s *Stats) setTopicIDs(src, dst string) {
 	src, dst = unique.Make(src).Value(), unique.Make(dst).Value()
 	s.mu.Lock()
 	s.ps.SourceTopicID, s.ps.DestTopicID = src, dst
 	s.mu.Unlock()
 }
 
-func (s *partStats) setStatus(st partition.Status) {
+// SetStatus publishes the state machine's status.
+func (s *Stats) SetStatus(st partition.Status) {
 	s.mu.Lock()
 	s.ps.State, s.ps.PrevState, s.ps.Attempt, s.ps.NextRetry = st.State, st.PrevState, st.Attempt, st.NextRetry
 	s.ps.Error, s.ps.Retryable, s.ps.Cause = st.Error, st.Retryable, st.Cause
@@ -80,22 +83,22 @@ func (s *partStats) setStatus(st partition.Status) {
 }
 
 // errorText returns the published error.
-func (s *partStats) errorText() string {
+func (s *Stats) errorText() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ps.Error
 }
 
 // state returns the published state.
-func (s *partStats) state() partition.State {
+func (s *Stats) state() partition.State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ps.State
 }
 
-// active reports whether the partition is doing work that needs the
+// Active reports whether the partition is doing work that needs the
 // source (aligning, fencing, mirroring, recovering).
-func (s *partStats) active() bool {
+func (s *Stats) Active() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.ps.State {
@@ -106,8 +109,8 @@ func (s *partStats) active() bool {
 	return false
 }
 
-// failedFor reports whether the partition is FAILED, retryable, for cause.
-func (s *partStats) failedFor(cause partition.Cause) bool {
+// FailedFor reports whether the partition is FAILED, retryable, for cause.
+func (s *Stats) FailedFor(cause partition.Cause) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ps.State == partition.Failed && s.ps.Retryable && s.ps.Cause == cause
@@ -116,25 +119,27 @@ func (s *partStats) failedFor(cause partition.Cause) bool {
 // setRetrying publishes a transient failure MIRRORING retries on its own
 // (a realignment, a fetch retry) and the attempt it is at, so the console
 // and describe show a partition that is not making progress.
-func (s *partStats) setRetrying(msg string, attempt int16) {
+func (s *Stats) setRetrying(msg string, attempt int16) {
 	s.mu.Lock()
 	s.ps.Error, s.ps.Retryable, s.ps.Attempt = msg, true, int(attempt)
 	s.mu.Unlock()
 }
 
-func (s *partStats) setError(msg string, retryable bool) {
+func (s *Stats) setError(msg string, retryable bool) {
 	s.mu.Lock()
 	s.ps.Error, s.ps.Retryable = msg, retryable
 	s.mu.Unlock()
 }
 
-func (s *partStats) clearError() {
+func (s *Stats) clearError() {
 	s.mu.Lock()
 	s.ps.Error, s.ps.Retryable, s.ps.Attempt = "", false, 0
 	s.mu.Unlock()
 }
 
-func (s *partStats) setSource(hwm, logStart int64) {
+// SetSource publishes the source high watermark and log start; -1 keeps
+// what was known.
+func (s *Stats) SetSource(hwm, logStart int64) {
 	s.mu.Lock()
 	if hwm >= 0 {
 		s.ps.SourceHWM = hwm
@@ -145,32 +150,33 @@ func (s *partStats) setSource(hwm, logStart int64) {
 	s.mu.Unlock()
 }
 
-func (s *partStats) setRoute(leader, epoch int32) {
+// SetRoute publishes the source leader and its epoch.
+func (s *Stats) SetRoute(leader, epoch int32) {
 	s.mu.Lock()
 	s.ps.SourceLeader, s.ps.SourceEpoch = leader, epoch
 	s.mu.Unlock()
 }
 
-func (s *partStats) setSourceNewest(ts int64) {
+func (s *Stats) setSourceNewest(ts int64) {
 	s.mu.Lock()
 	s.srcNewestTs = max(s.srcNewestTs, ts)
 	s.mu.Unlock()
 }
 
-func (s *partStats) setDestEnd(end int64) {
+func (s *Stats) setDestEnd(end int64) {
 	s.mu.Lock()
 	s.ps.DestLogEnd = end
 	s.mu.Unlock()
 }
 
-func (s *partStats) setWriter(epoch int16) {
+func (s *Stats) setWriter(epoch int16) {
 	s.mu.Lock()
 	s.ps.WriterEpoch = epoch
 	s.mu.Unlock()
 }
 
 // appended records one batch on the destination; epoch -1 marks a filler.
-func (s *partStats) appended(base, end int64, epoch int32, bytes int64, maxTs int64, filler bool) {
+func (s *Stats) appended(base, end int64, epoch int32, bytes int64, maxTs int64, filler bool) {
 	s.mu.Lock()
 	s.ps.DestLogEnd = end
 	s.ps.BytesCopied += bytes
@@ -195,10 +201,10 @@ func (s *partStats) appended(base, end int64, epoch int32, bytes int64, maxTs in
 // maxLineage bounds the epoch lineage kept per partition.
 const maxLineage = 16
 
-// updateRate recomputes bytes/s and batches/s from the counters, dt after
+// UpdateRate recomputes bytes/s and batches/s from the counters, dt after
 // the last update (the watcher updates every partition at once, so the
 // time of the last update is the mirror's, not kept here).
-func (s *partStats) updateRate(dt time.Duration) {
+func (s *Stats) UpdateRate(dt time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rateBytes >= 0 {
@@ -210,13 +216,13 @@ func (s *partStats) updateRate(dt time.Duration) {
 	s.rateBytes, s.rateBatch = s.ps.BytesCopied, s.ps.BatchesCopied
 }
 
-func (s *partStats) setOpenTxns(n int) {
+func (s *Stats) setOpenTxns(n int) {
 	s.mu.Lock()
 	s.ps.OpenTxns = n
 	s.mu.Unlock()
 }
 
-func (s *partStats) addFiller() {
+func (s *Stats) addFiller() {
 	s.mu.Lock()
 	s.ps.FillerBatches++
 	s.mu.Unlock()
@@ -225,16 +231,16 @@ func (s *partStats) addFiller() {
 // checkpointing returns the epoch lineage for a partition record that
 // checkpoints the last mirrored offset last (the runner's), and notes it
 // as checkpointed.
-func (s *partStats) checkpointing(last int64) []EpochStart {
+func (s *Stats) checkpointing(last int64) []EpochStart {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checkpointed = last
 	return append([]EpochStart(nil), s.ps.Lineage...)
 }
 
-// lme returns the last mirrored offset and its source epoch as published,
+// LME returns the last mirrored offset and its source epoch as published,
 // for others than the partition's runner (which keeps its own, position).
-func (s *partStats) lme() (int64, int32, bool) {
+func (s *Stats) LME() (int64, int32, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ps.LastOffset, s.ps.LastEpoch, s.ps.LastOffset >= 0
@@ -243,7 +249,7 @@ func (s *partStats) lme() (int64, int32, bool) {
 // verified moves the last mirrored offset up to last, of source epoch
 // epoch, whose first batch verified starts at epochStart: alignment found the destination's batches up to it identical to
 // the source's (appended after the last checkpoint).
-func (s *partStats) verified(last int64, epoch int32, epochStart int64) {
+func (s *Stats) verified(last int64, epoch int32, epochStart int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if last <= s.ps.LastOffset {
@@ -260,7 +266,7 @@ func (s *partStats) verified(last int64, epoch int32, epochStart int64) {
 
 // checkpointDue reports whether the last mirrored offset moved since the
 // runner last wrote it to __mirror_state.
-func (s *partStats) checkpointDue() bool {
+func (s *Stats) checkpointDue() bool {
 	s.mu.Lock()
 	due := s.ps.LastOffset != s.checkpointed
 	s.mu.Unlock()
@@ -269,7 +275,7 @@ func (s *partStats) checkpointDue() bool {
 
 // checkpointLost asks for the next checkpoint to be written even if the
 // last mirrored offset does not move (the write of the last one failed).
-func (s *partStats) checkpointLost() {
+func (s *Stats) checkpointLost() {
 	s.mu.Lock()
 	s.checkpointed = -2
 	s.mu.Unlock()
@@ -277,7 +283,7 @@ func (s *partStats) checkpointLost() {
 
 // restore sets the last mirrored offset and epoch persisted by an earlier
 // owner; -1 means none.
-func (s *partStats) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart) {
+func (s *Stats) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if lastOffset >= 0 {
@@ -289,7 +295,7 @@ func (s *partStats) restore(lastOffset int64, lastEpoch int32, lineage []EpochSt
 
 // forgetPosition clears the last mirrored offset, epoch and lineage: the
 // destination topic was rebuilt by kmirror and holds none of them any more.
-func (s *partStats) forgetPosition() {
+func (s *Stats) forgetPosition() {
 	s.mu.Lock()
 	s.ps.LastOffset, s.ps.LastEpoch, s.ps.Lineage = -1, -1, nil
 	s.mu.Unlock()
@@ -302,7 +308,7 @@ func (s *partStats) forgetPosition() {
 // do (nothing foreign, nothing lost) and which keeps no mirrored
 // transactional producers (the check also releases the idle ones), so
 // thousands of idle partitions are not woken every check.
-func (s *partStats) endWanted(end int64) bool {
+func (s *Stats) endWanted(end int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ps.State != partition.Mirroring {
@@ -315,23 +321,23 @@ func (s *partStats) endWanted(end int64) bool {
 
 // setTxns publishes whether the runner keeps mirrored transactional
 // producers.
-func (s *partStats) setTxns(keeps bool) {
+func (s *Stats) setTxns(keeps bool) {
 	s.mu.Lock()
 	s.txns = keeps
 	s.mu.Unlock()
 }
 
-// needsSourceEnds reports whether the source's log end of the partition
+// NeedsSourceEnds reports whether the source's log end of the partition
 // must be listed for its lag: it is not MIRRORING without trouble, where
 // every fetch answer (the fetch session's too) brings the high watermark.
-func (s *partStats) needsSourceEnds() bool {
+func (s *Stats) NeedsSourceEnds() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ps.State != partition.Mirroring || s.ps.Error != ""
 }
 
-// sourceUnknown marks the source's offsets unknown (unreachable source).
-func (s *partStats) sourceUnknown() {
+// SourceUnknown marks the source's offsets unknown (unreachable source).
+func (s *Stats) SourceUnknown() {
 	s.mu.Lock()
 	s.ps.SourceHWM, s.ps.SourceLogStart = -1, -1
 	s.mu.Unlock()

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
@@ -24,21 +25,21 @@ const markerTimeout = 60 * time.Second
 
 // mapper returns the partition's transaction mapper, creating it (and
 // continuing the transactions of the partition record) on first use.
-func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
+func (r *Runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 	if r.txm != nil {
 		return r.txm, nil
 	}
-	timeout, err := r.deps.dest.txnTimeout(ctx)
+	timeout, err := r.deps.Dest.TxnTimeout(ctx)
 	if err != nil {
 		return nil, err
 	}
 	m := txn.New(txn.Config{
-		Mirror: r.deps.mirror, Topic: r.topic, Partition: r.partition, TopicID: r.dst.topicID,
-		Client: r.deps.dest.client(), TxnTimeout: timeout, Now: r.deps.now, Jitter: r.deps.jitter, Logger: r.deps.log,
+		Mirror: r.deps.Mirror, Topic: r.topic, Partition: r.partition, TopicID: r.dst.TopicID,
+		Client: r.deps.Dest.Client(), TxnTimeout: timeout, Now: r.deps.Now, Jitter: r.deps.Jitter, Logger: r.deps.Log,
 	})
 	// Restoring, like every transaction request below, bumps or ends a
 	// mapped producer: not for an instance the group may have replaced.
-	if err := r.deps.gate.wait(ctx); err != nil {
+	if err := r.deps.Gate.Wait(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.Restore(ctx, r.restoredTxns()); err != nil {
@@ -60,7 +61,7 @@ func (r *runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 // the engine died and not yet recorded; the producer is forgotten and
 // mirroring goes on. Any other abort is the destination's doing and stays
 // an error.
-func (r *runner) forgetOwnAborts(ctx context.Context, m *txn.Mapper, err error) error {
+func (r *Runner) forgetOwnAborts(ctx context.Context, m *txn.Mapper, err error) error {
 	var rest []error
 	for _, e := range flatten(err) {
 		var ab *txn.AbortedByCoordinatorError
@@ -75,7 +76,7 @@ func (r *runner) forgetOwnAborts(ctx context.Context, m *txn.Mapper, err error) 
 		if h.BaseOffset == ab.MarkerOffset && h.IsControl() && h.ProducerID == ab.SourcePID {
 			if commit, cerr := txn.ParseControl(b); cerr == nil && !commit {
 				m.Forget(ab.SourcePID)
-				r.emit(LevelInfo, fmt.Sprintf("mirrored abort at offset %d was already on the destination before the restart", ab.MarkerOffset))
+				r.emit(partition.SeverityInfo, fmt.Sprintf("mirrored abort at offset %d was already on the destination before the restart", ab.MarkerOffset))
 				continue
 			}
 		}
@@ -105,7 +106,7 @@ func flatten(err error) []error {
 
 // sourceBatchAt fetches the source batch holding offset (or the first one
 // after it); b is nil when the source has none.
-func (r *runner) sourceBatchAt(ctx context.Context, offset int64) (batch.Header, []byte, error) {
+func (r *Runner) sourceBatchAt(ctx context.Context, offset int64) (batch.Header, []byte, error) {
 	bs, err := r.sourceBatches(ctx, offset)
 	if err != nil || len(bs) == 0 {
 		return batch.Header{}, nil, err
@@ -115,12 +116,12 @@ func (r *runner) sourceBatchAt(ctx context.Context, offset int64) (batch.Header,
 
 // issueTxn appends a data batch of a source transaction through the mapped
 // destination transactional producer.
-func (r *runner) issueTxn(ctx context.Context, h batch.Header, b []byte) (inflight, error) {
+func (r *Runner) issueTxn(ctx context.Context, h batch.Header, b []byte) (inflight, error) {
 	m, err := r.mapper(ctx)
 	if err != nil {
 		return inflight{}, err
 	}
-	if err := r.deps.gate.wait(ctx); err != nil {
+	if err := r.deps.Gate.Wait(ctx); err != nil {
 		return inflight{}, err
 	}
 	w, id, err := m.Writer(ctx, h)
@@ -139,19 +140,19 @@ func (r *runner) issueTxn(ctx context.Context, h batch.Header, b []byte) (inflig
 // appendControl reproduces a source commit or abort marker: the mapped
 // producer ends its transaction the same way and the marker must land at the
 // source marker's offset before anything else is appended.
-func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) error {
+func (r *Runner) appendControl(ctx context.Context, h batch.Header, b []byte) error {
 	if err := r.drain(ctx); err != nil {
 		return err
 	}
 	commit, err := txn.ParseControl(b)
 	if err != nil {
-		return r.failuref("%w: control batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
+		return r.Failuref("%w: control batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
 	}
 	m, err := r.mapper(ctx)
 	if err != nil {
 		return err
 	}
-	if err := r.deps.gate.wait(ctx); err != nil {
+	if err := r.deps.Gate.Wait(ctx); err != nil {
 		return err
 	}
 	ectx, cancel := context.WithTimeout(ctx, markerTimeout)
@@ -170,7 +171,7 @@ func (r *runner) appendControl(ctx context.Context, h batch.Header, b []byte) er
 
 // persistTxnsIfChanged rewrites the partition record when the set of open
 // mirrored transactions changed, so a restart continues them.
-func (r *runner) persistTxnsIfChanged(ctx context.Context) {
+func (r *Runner) persistTxnsIfChanged(ctx context.Context) {
 	n := 0
 	for _, p := range r.txm.Open() {
 		if p.Open {
@@ -185,7 +186,7 @@ func (r *runner) persistTxnsIfChanged(ctx context.Context) {
 }
 
 // txnError classifies a transaction mapper failure.
-func (r *runner) txnError(err error) error {
+func (r *Runner) txnError(err error) error {
 	switch {
 	case errors.Is(err, txn.ErrAbortedByCoordinator):
 		ta := &TxnAbortedError{Topic: r.topic, Partition: r.partition, At: -1, Err: err}
@@ -195,11 +196,11 @@ func (r *runner) txnError(err error) error {
 		}
 		return ta
 	case errors.Is(err, txn.ErrMarkerMisplaced):
-		return r.failuref("%w: %w", ErrForeignWrite, err)
+		return r.Failuref("%w: %w", ErrForeignWrite, err)
 	case errors.Is(err, txn.ErrLoneMarker), errors.Is(err, txn.ErrUnsupported):
-		return r.failuref("%w: %w", ErrUnsupported, err)
+		return r.Failuref("%w: %w", ErrUnsupported, err)
 	case errors.Is(err, txn.ErrBadControl):
-		return r.failuref("%w: %w", ErrBadSourceBatch, err)
+		return r.Failuref("%w: %w", ErrBadSourceBatch, err)
 	case errors.Is(err, errRealign):
 		return err
 	}
@@ -209,7 +210,7 @@ func (r *runner) txnError(err error) error {
 // abortOpen aborts every open mirrored transaction and waits for the
 // markers (stop/failover). Transactions the destination already aborted
 // are aborted all the same.
-func (r *runner) abortOpen(ctx context.Context) error {
+func (r *Runner) abortOpen(ctx context.Context) error {
 	if r.txm == nil {
 		if len(r.restoredTxns()) == 0 {
 			return nil
@@ -221,7 +222,7 @@ func (r *runner) abortOpen(ctx context.Context) error {
 			return nil
 		}
 	}
-	if err := r.deps.gate.wait(ctx); err != nil {
+	if err := r.deps.Gate.Wait(ctx); err != nil {
 		return err
 	}
 	// Where each open transaction began: A may have committed what B
@@ -252,7 +253,7 @@ func (r *runner) abortOpen(ctx context.Context) error {
 		return fmt.Errorf("abort open mirrored transactions: %w", err)
 	}
 	if n > 0 {
-		r.emit(LevelWarn, fmt.Sprintf("aborted %d open mirrored transactions", n))
+		r.emit(partition.SeverityWarn, fmt.Sprintf("aborted %d open mirrored transactions", n))
 	}
 	r.persistTxnsIfChanged(ctx)
 	return nil
@@ -261,7 +262,7 @@ func (r *runner) abortOpen(ctx context.Context) error {
 // warnPausedTxns tells the operator, when the partition pauses with
 // mirrored transactions open, when the destination will abort them: past
 // that deadline the partition can only be rebuilt (TxnAbortedError).
-func (r *runner) warnPausedTxns(ctx context.Context) {
+func (r *Runner) warnPausedTxns(ctx context.Context) {
 	if r.txm == nil || len(r.txm.Open()) == 0 {
 		return
 	}
@@ -272,7 +273,7 @@ func (r *runner) warnPausedTxns(ctx context.Context) {
 	if at.IsZero() {
 		when = fmt.Sprintf("once the destination's transaction.max.timeout.ms has passed since each began (the coordinator did not say when: %v)", err)
 	}
-	r.emit(LevelWarn, fmt.Sprintf(
+	r.emit(partition.SeverityWarn, fmt.Sprintf(
 		"paused with %d open mirrored transactions: they will be aborted by the destination %s unless resumed and ended by the source before then; after that the partition fails and needs --recover --rebuild",
 		n, when))
 }
@@ -283,9 +284,9 @@ var gapKey = []byte("__kmirror_gap")
 
 // fillGap appends tombstones under gapKey for the offsets from the
 // destination position up to to, which the source no longer holds.
-func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
-	if !r.deps.gapFill {
-		return r.failuref("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)
+func (r *Runner) fillGap(ctx context.Context, to, ts int64) error {
+	if !r.deps.GapFill {
+		return r.Failuref("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)
 	}
 	for r.pos < to {
 		n := min(to-r.pos, fillerRecords)
@@ -309,19 +310,19 @@ func (r *runner) fillGap(ctx context.Context, to, ts int64) error {
 // rebuildGapBatch rebuilds a compacted batch whose records do not fill its
 // offset range: tombstones under gapKey take the missing offsets. These are
 // the only batches kmirror ever recompresses; they are counted as fillers.
-func (r *runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
-	if !r.deps.gapFill {
-		return nil, r.failuref("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)
+func (r *Runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
+	if !r.deps.GapFill {
+		return nil, r.Failuref("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)
 	}
 	raw, err := kgo.DefaultDecompressor().Decompress(b[batch.HeaderSize:], kgo.CompressionCodecType(h.Codec()))
 	if err != nil {
-		return nil, r.failuref("%w: decompress batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
+		return nil, r.Failuref("%w: decompress batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
 	}
 	byDelta := make(map[int32]kmsg.Record, h.RecordCount)
 	for i := int32(0); i < h.RecordCount; i++ {
 		var rec kmsg.Record
 		if err := rec.ReadFrom(raw); err != nil {
-			return nil, r.failuref("%w: record %d of batch at %d: %w", ErrBadSourceBatch, i, h.BaseOffset, err)
+			return nil, r.Failuref("%w: record %d of batch at %d: %w", ErrBadSourceBatch, i, h.BaseOffset, err)
 		}
 		raw = raw[len(rec.AppendTo(nil)):]
 		byDelta[rec.OffsetDelta] = rec

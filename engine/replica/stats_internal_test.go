@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"testing"
@@ -9,20 +9,20 @@ import (
 // takes its counters; later ones divide what was appended since by the
 // time since the mirror's last update.
 func TestRateFromCounters(t *testing.T) {
-	s := newPartStats("a-to-b", "t", 0)
+	s := NewStats("a-to-b", "t", 0)
 	s.appended(0, 10, 0, 4000, 0, false)
-	s.updateRate(0)
-	if ps := s.snapshot(); ps.BytesPerSec != 0 || ps.BatchesPerSec != 0 {
+	s.UpdateRate(0)
+	if ps := s.Snapshot(); ps.BytesPerSec != 0 || ps.BatchesPerSec != 0 {
 		t.Fatalf("rate %v B/s, %v batches/s at the first update, want none", ps.BytesPerSec, ps.BatchesPerSec)
 	}
 	s.appended(10, 20, 0, 3000, 0, false)
 	s.appended(20, 30, 0, 3000, 0, false)
-	s.updateRate(2 * time.Second)
-	if ps := s.snapshot(); ps.BytesPerSec != 3000 || ps.BatchesPerSec != 1 {
+	s.UpdateRate(2 * time.Second)
+	if ps := s.Snapshot(); ps.BytesPerSec != 3000 || ps.BatchesPerSec != 1 {
 		t.Fatalf("rate %v B/s, %v batches/s, want 3000 and 1", ps.BytesPerSec, ps.BatchesPerSec)
 	}
-	s.updateRate(time.Second)
-	if ps := s.snapshot(); ps.BytesPerSec != 0 {
+	s.UpdateRate(time.Second)
+	if ps := s.Snapshot(); ps.BytesPerSec != 0 {
 		t.Fatalf("rate %v B/s with nothing appended, want 0", ps.BytesPerSec)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -37,7 +37,7 @@ type inbox struct {
 
 // poke leaves a wake token, unless one is already waiting, and starts a
 // goroutine for a parked runner.
-func (r *runner) poke() {
+func (r *Runner) poke() {
 	select {
 	case r.in.wake <- struct{}{}:
 	default:
@@ -45,10 +45,10 @@ func (r *runner) poke() {
 	r.unpark()
 }
 
-// send delivers an operator event to the runner, interrupting alignment,
+// Send delivers an operator event to the runner, interrupting alignment,
 // fencing or the handling of a fetch answer so it is seen at once. An
 // event sent after the runner has exited is dropped.
-func (r *runner) send(ev partition.Event) {
+func (r *Runner) Send(ev partition.Event) {
 	r.in.mu.Lock()
 	r.in.noteCommand(ev)
 	if !r.in.exited {
@@ -61,11 +61,11 @@ func (r *runner) send(ev partition.Event) {
 	r.poke()
 }
 
-// inject reports a failure found outside the runner; it fails the partition
+// Inject reports a failure found outside the runner; it fails the partition
 // whatever it is doing (a FAILED, PAUSED or STOPPED partition keeps its
 // state: the state machine ignores errors there). Only the first failure
 // not yet taken is kept.
-func (r *runner) inject(err error) {
+func (r *Runner) Inject(err error) {
 	r.in.mu.Lock()
 	if r.in.fault == nil {
 		r.in.fault = err
@@ -86,7 +86,7 @@ func (r *runner) inject(err error) {
 // to an older want is replaced, and an unread answer to a newer one is
 // kept (answers to a want abandoned by a realignment may arrive after
 // those to its successor, on another connection or from another fetcher).
-func (r *runner) deliver(res fetch.Result) {
+func (r *Runner) deliver(res fetch.Result) {
 	r.in.mu.Lock()
 	if r.in.result == nil || res.Gen >= r.in.result.Gen {
 		r.in.result = &res
@@ -98,17 +98,17 @@ func (r *runner) deliver(res fetch.Result) {
 // The runner is its wants' fetch.Receiver.
 
 // Topic is the runner's topic.
-func (r *runner) Topic() string { return r.topic }
+func (r *Runner) Topic() string { return r.topic }
 
 // Deliver is deliver.
-func (r *runner) Deliver(res fetch.Result) { r.deliver(res) }
+func (r *Runner) Deliver(res fetch.Result) { r.deliver(res) }
 
 // Exited is hasExited.
-func (r *runner) Exited() bool { return r.hasExited() }
+func (r *Runner) Exited() bool { return r.hasExited() }
 
 // SetSource publishes the source offsets of an answer the runner is not
 // woken for.
-func (r *runner) SetSource(hwm, logStart int64) { r.stats.setSource(hwm, logStart) }
+func (r *Runner) SetSource(hwm, logStart int64) { r.stats.SetSource(hwm, logStart) }
 
 // newInbox returns an empty inbox.
 func newInbox() inbox {
@@ -120,12 +120,12 @@ func newInbox() inbox {
 // no longer exists (a rebuilt topic) and is ignored.
 type observedEnd struct {
 	end int64
-	at  time.Duration // Engine.sinceBase of when the request was sent
+	at  time.Duration // Deps.SinceBase of when the request was sent
 }
 
 // observeEnd hands the runner a destination log end read by the watcher,
-// and wakes it, when the runner must look at it (partStats.endWanted).
-func (r *runner) observeEnd(o observedEnd) {
+// and wakes it, when the runner must look at it (Stats.endWanted).
+func (r *Runner) observeEnd(o observedEnd) {
 	if !r.stats.endWanted(o.end) {
 		return
 	}
@@ -136,7 +136,7 @@ func (r *runner) observeEnd(o observedEnd) {
 }
 
 // endWaiting reports whether a destination log end waits for takeEnd.
-func (r *runner) endWaiting() bool {
+func (r *Runner) endWaiting() bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	return r.in.end.end >= 0
@@ -144,7 +144,7 @@ func (r *runner) endWaiting() bool {
 
 // takeEnd returns the destination log end observed since the last call,
 // if any.
-func (r *runner) takeEnd() (observedEnd, bool) {
+func (r *Runner) takeEnd() (observedEnd, bool) {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	o, ok := r.in.end, r.in.end.end >= 0
@@ -153,7 +153,7 @@ func (r *runner) takeEnd() (observedEnd, bool) {
 }
 
 // takeEvent removes the oldest operator event, if any.
-func (r *runner) takeEvent() (partition.Event, bool) {
+func (r *Runner) takeEvent() (partition.Event, bool) {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	if len(r.in.events) == 0 {
@@ -171,14 +171,14 @@ func (r *runner) takeEvent() (partition.Event, bool) {
 }
 
 // eventPending reports whether an operator event waits.
-func (r *runner) eventPending() bool {
+func (r *Runner) eventPending() bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	return len(r.in.events) > 0
 }
 
 // takeFault removes the failure found outside the runner, nil if none.
-func (r *runner) takeFault() error {
+func (r *Runner) takeFault() error {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	err := r.in.fault
@@ -188,7 +188,7 @@ func (r *runner) takeFault() error {
 
 // resultPending reports whether a fetch answer waits, and whether it is
 // empty: no records, no error, no divergence (an idle long-poll).
-func (r *runner) resultPending() (pending, empty bool) {
+func (r *Runner) resultPending() (pending, empty bool) {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	res := r.in.result
@@ -199,7 +199,7 @@ func (r *runner) resultPending() (pending, empty bool) {
 }
 
 // takeResult removes the waiting fetch answer into res.
-func (r *runner) takeResult(res *fetch.Result) bool {
+func (r *Runner) takeResult(res *fetch.Result) bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	if r.in.result == nil {
@@ -212,11 +212,11 @@ func (r *runner) takeResult(res *fetch.Result) bool {
 
 // startWork returns the context of one piece of work, which send cancels,
 // and so does the end of ctx, the runner's context (its topic's, whose end
-// calls contextEnded; it is cancelled at once if ctx has ended or an event
+// calls ContextEnded; it is cancelled at once if ctx has ended or an event
 // is already waiting). The work context is not registered with ctx: the
 // runners of a topic all starting work at once would grow that context's
 // map of children, which never shrinks, by a hundred bytes per partition.
-func (r *runner) startWork(ctx context.Context) (context.Context, context.CancelFunc) {
+func (r *Runner) startWork(ctx context.Context) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.in.mu.Lock()
 	r.in.cancelWork = cancel
@@ -227,9 +227,9 @@ func (r *runner) startWork(ctx context.Context) (context.Context, context.Cancel
 	return wctx, cancel
 }
 
-// contextEnded interrupts the work in progress, if any, and wakes the
+// ContextEnded interrupts the work in progress, if any, and wakes the
 // runner: its context has ended.
-func (r *runner) contextEnded() {
+func (r *Runner) ContextEnded() {
 	r.in.mu.Lock()
 	if r.in.cancelWork != nil {
 		r.in.cancelWork()
@@ -239,7 +239,7 @@ func (r *runner) contextEnded() {
 }
 
 // endWork ends the context of startWork.
-func (r *runner) endWork(cancel context.CancelFunc) {
+func (r *Runner) endWork(cancel context.CancelFunc) {
 	r.in.mu.Lock()
 	r.in.cancelWork = nil
 	r.in.mu.Unlock()
@@ -247,14 +247,14 @@ func (r *runner) endWork(cancel context.CancelFunc) {
 }
 
 // hasExited reports whether run has returned.
-func (r *runner) hasExited() bool {
+func (r *Runner) hasExited() bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	return r.in.exited
 }
 
 // markExited makes later events be dropped.
-func (r *runner) markExited() {
+func (r *Runner) markExited() {
 	r.in.mu.Lock()
 	r.in.exited = true
 	r.in.events = nil

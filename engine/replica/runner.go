@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
@@ -20,21 +19,21 @@ import (
 // its state. Everything it owns is touched only by its goroutine; what others
 // may read is copied into stats, which the runner writes and never reads
 // back (what others hand it comes through its inbox).
-type runner struct {
-	deps      *replicaDeps
+type Runner struct {
+	deps      *Deps
 	topic     string
 	partition int32
 	openTxns  int32 // open mirrored transactions last persisted
-	stats     *partStats
+	stats     *Stats
 	in        inbox
-	persist   *stateSink // nil: nothing is persisted
+	persist   *StateSink // nil: nothing is persisted
 
 	st    partition.Status
 	work  partition.Action // the work action in progress or due, nil when idle
 	retry *time.Timer
 
-	src route // source leader, epoch and topic id
-	dst route // destination leader and topic id
+	src Route // source leader, epoch and topic id
+	dst Route // destination leader and topic id
 
 	position
 	attempt int16 // consecutive transient failures inside MIRRORING, for backoff
@@ -53,7 +52,7 @@ type runner struct {
 	coord    int32 // the destination's coordinator of the writer id, -1 unknown (initProducerID)
 
 	txm       *txn.Mapper   // mirrored transactions; created at the first alignment
-	alignedAt time.Duration // when the destination log end was last read by alignment (Engine.sinceBase)
+	alignedAt time.Duration // when the destination log end was last read by alignment (Deps.SinceBase)
 	ackMark   int64         // acked when the last destination check was taken...
 	ackMarkAt time.Duration // ...at this time (sinceBase): a lower bound of what was acked before the next check was read
 	srcHWM    int64         // source high watermark from the last fetch answer, -1 before the first
@@ -62,7 +61,7 @@ type runner struct {
 	// tc is the runner's topic: its context, for the goroutine a wake
 	// starts (park.go), and the count of its runners still running,
 	// until this one exits.
-	tc *topicCancel
+	tc *TopicCancel
 }
 
 // position is where a runner stands on its partition. Only the runner's
@@ -84,7 +83,7 @@ type position struct {
 
 // restore takes the last mirrored offset and epoch, and the epoch lineage,
 // persisted by an earlier owner; -1 means none.
-func (r *runner) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart) {
+func (r *Runner) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart) {
 	if lastOffset >= 0 {
 		r.mirrored, r.mirroredEpoch = lastOffset, lastEpoch
 	}
@@ -93,7 +92,7 @@ func (r *runner) restore(lastOffset int64, lastEpoch int32, lineage []EpochStart
 
 // landed records one batch on the destination, ending before end; epoch
 // -1 marks a filler, which mirrors nothing.
-func (r *runner) landed(base, end int64, epoch int32, bytes int64, maxTs int64, filler bool) {
+func (r *Runner) landed(base, end int64, epoch int32, bytes int64, maxTs int64, filler bool) {
 	if !filler {
 		r.mirrored, r.mirroredEpoch = end-1, epoch
 	}
@@ -103,7 +102,7 @@ func (r *runner) landed(base, end int64, epoch int32, bytes int64, maxTs int64, 
 // verifiedTo moves the last mirrored offset up to last, of source epoch
 // epoch, whose first verified batch starts at epochStart: the destination's
 // batches up to it are identical to the source's.
-func (r *runner) verifiedTo(last int64, epoch int32, epochStart int64) {
+func (r *Runner) verifiedTo(last int64, epoch int32, epochStart int64) {
 	if last > r.mirrored {
 		r.mirrored, r.mirroredEpoch = last, epoch
 	}
@@ -112,7 +111,7 @@ func (r *runner) verifiedTo(last int64, epoch int32, epochStart int64) {
 
 // forgetMirrored clears the last mirrored offset, epoch and lineage: the
 // destination topic was rebuilt by kmirror and holds none of them any more.
-func (r *runner) forgetMirrored() {
+func (r *Runner) forgetMirrored() {
 	r.mirrored, r.mirroredEpoch = -1, -1
 	r.stats.forgetPosition()
 }
@@ -129,7 +128,7 @@ type runnerRare struct {
 }
 
 // rarely returns the runner's rarely needed fields, allocating them.
-func (r *runner) rarely() *runnerRare {
+func (r *Runner) rarely() *runnerRare {
 	if r.rare == nil {
 		r.rare = new(runnerRare)
 	}
@@ -138,27 +137,16 @@ func (r *runner) rarely() *runnerRare {
 
 // restoredTxns are the mirrored transactions of the partition record, until
 // the first alignment takes them.
-func (r *runner) restoredTxns() []txn.Producer {
+func (r *Runner) restoredTxns() []txn.Producer {
 	if r.rare == nil {
 		return nil
 	}
 	return r.rare.restoredTxns
 }
 
-func newRunner(d *replicaDeps, topic string, p int32, stats *partStats, st partition.Status) *runner {
-	return &runner{
-		deps: d, topic: topic, partition: p, stats: stats, st: st,
-		in:       newInbox(),
-		maxBytes: d.fetchBytes,
-		position: position{lastEpoch: -1, mirrored: -1, mirroredEpoch: -1},
-		srcHWM:   -1,
-		coord:    -1,
-	}
-}
-
 // dropFetch abandons the outstanding fetch, if any: its answer will carry a
 // stale generation and be ignored.
-func (r *runner) dropFetch() {
+func (r *Runner) dropFetch() {
 	r.gen++
 	r.outstanding = false
 }
@@ -166,12 +154,12 @@ func (r *runner) dropFetch() {
 // fetchPos is where the next fetch starts: the destination position, or the
 // source log start while the batch holding it is still to be copied (a fetch
 // below the log start is out of range even inside that batch).
-func (r *runner) fetchPos() int64 { return max(r.pos, r.deleteTo) }
+func (r *Runner) fetchPos() int64 { return max(r.pos, r.deleteTo) }
 
 // postWant asks the partition's fetcher for records from offset: naming
 // the epoch of the last batch appended when offset follows it, and none
 // otherwise (a fetch from the source's log start past a gap).
-func (r *runner) postWant(ctx context.Context, offset int64) {
+func (r *Runner) postWant(ctx context.Context, offset int64) {
 	epoch := r.lastEpoch
 	if offset != r.pos {
 		epoch = -1
@@ -183,16 +171,16 @@ func (r *runner) postWant(ctx context.Context, offset int64) {
 // being the source epoch of the batch before it, for MIRRORING: while the
 // source has nothing new there the fetcher keeps the want in its fetch
 // session rather than answer it.
-func (r *runner) post(ctx context.Context, offset int64, lastEpoch int32) {
+func (r *Runner) post(ctx context.Context, offset int64, lastEpoch int32) {
 	r.postAs(ctx, offset, lastEpoch, r.attempt > 0)
 }
 
 // postAs is post; mustAnswer asks for an answer even when it is empty.
-func (r *runner) postAs(ctx context.Context, offset int64, lastEpoch int32, mustAnswer bool) {
-	f := r.deps.source.fetcher(r.src.leader, r.topic, r.partition)
-	w := fetch.Want[*runner]{
-		TopicID: r.src.topicID, Partition: r.partition,
-		Offset: offset, LeaderEpoch: r.src.epoch, LastEpoch: lastEpoch,
+func (r *Runner) postAs(ctx context.Context, offset int64, lastEpoch int32, mustAnswer bool) {
+	f := r.deps.Source.Fetcher(r.src.Leader, r.topic, r.partition)
+	w := fetch.Want[*Runner]{
+		TopicID: r.src.TopicID, Partition: r.partition,
+		Offset: offset, LeaderEpoch: r.src.Epoch, LastEpoch: lastEpoch,
 		MaxBytes: r.maxBytes, Gen: r.gen, To: r,
 		Behind:     offset < r.srcHWM || r.srcHWM < 0,
 		MustAnswer: mustAnswer,
@@ -204,7 +192,7 @@ func (r *runner) postAs(ctx context.Context, offset int64, lastEpoch int32, must
 
 // startMirroring fills and trims the destination as alignment decided and
 // asks for the first records.
-func (r *runner) startMirroring(ctx context.Context) error {
+func (r *Runner) startMirroring(ctx context.Context) error {
 	if r.pos < r.fillTo {
 		if err := r.fill(ctx, r.fillTo); err != nil {
 			return err
@@ -226,7 +214,7 @@ func (r *runner) startMirroring(ctx context.Context) error {
 // the wait: the runtime then shrinks the idle goroutine's stack from 8 KiB
 // to 4 KiB (it does so only for a goroutine using under a quarter of its
 // stack, counting 800 bytes of guard).
-func (r *runner) mirrorNext(ctx context.Context) error {
+func (r *Runner) mirrorNext(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -270,7 +258,7 @@ func (r *runner) mirrorNext(ctx context.Context) error {
 }
 
 // takeFetch handles the fetcher's answer waiting in the inbox.
-func (r *runner) takeFetch(ctx context.Context) error {
+func (r *Runner) takeFetch(ctx context.Context) error {
 	var res fetch.Result
 	if !r.takeResult(&res) {
 		return nil
@@ -279,22 +267,22 @@ func (r *runner) takeFetch(ctx context.Context) error {
 }
 
 // completeOldest settles the oldest in-flight batch, which has its answer.
-func (r *runner) completeOldest(ctx context.Context) error {
+func (r *Runner) completeOldest(ctx context.Context) error {
 	return r.complete(ctx, r.popInflight())
 }
 
 // checkEnd compares the destination log end last observed by the watcher
 // with what the runner appended.
-func (r *runner) checkEnd() error {
+func (r *Runner) checkEnd() error {
 	o, ok := r.takeEnd()
 	if !ok {
 		return nil
 	}
 	if r.txm != nil {
-		r.txm.ReleaseIdle(r.deps.now(), idleTxnProducer)
+		r.txm.ReleaseIdle(r.deps.Now(), idleTxnProducer)
 	}
 	mark, markAt := r.ackMark, r.ackMarkAt
-	r.ackMark, r.ackMarkAt = r.acked, r.deps.sinceBase(r.deps.now())
+	r.ackMark, r.ackMarkAt = r.acked, r.deps.SinceBase(r.deps.Now())
 	at := o.at
 	switch {
 	case at < r.alignedAt:
@@ -314,7 +302,7 @@ func (r *runner) checkEnd() error {
 }
 
 // onFetch handles a fetcher's answer and asks for more.
-func (r *runner) onFetch(ctx context.Context, res *fetch.Result) error {
+func (r *Runner) onFetch(ctx context.Context, res *fetch.Result) error {
 	if res.Gen != r.gen {
 		return nil // answer to a fetch abandoned by a realignment
 	}
@@ -329,7 +317,7 @@ func (r *runner) onFetch(ctx context.Context, res *fetch.Result) error {
 }
 
 // handleFetch appends the batches of one fetch answer.
-func (r *runner) handleFetch(ctx context.Context, res fetch.Result) error {
+func (r *Runner) handleFetch(ctx context.Context, res fetch.Result) error {
 	if res.Err != nil {
 		return r.fetchFailed(ctx, res.Err)
 	}
@@ -337,7 +325,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetch.Result) error {
 		r.attempt = 0
 		r.stats.clearError()
 	}
-	r.stats.setSource(res.HWM, res.LogStart)
+	r.stats.SetSource(res.HWM, res.LogStart)
 	r.srcHWM = res.HWM
 	if res.Divergence != nil {
 		// The source answered LastFetchedEpoch with the point where its log
@@ -354,7 +342,7 @@ func (r *runner) handleFetch(ctx context.Context, res fetch.Result) error {
 		return nil
 	})
 	if err != nil {
-		return r.failuref("%w at fetch offset %d: %w", ErrBadSourceBatch, res.Offset, err)
+		return r.Failuref("%w at fetch offset %d: %w", ErrBadSourceBatch, res.Offset, err)
 	}
 	next, nextEpoch := res.Offset, r.lastEpoch
 	if n := len(items); n > 0 {
@@ -393,8 +381,8 @@ const maxGrownFetchBytes = 8 << 20
 // maxGrownFetchBytes), so across a WAN the fetches grow towards the
 // bandwidth-delay product; once caught up it goes back to the configured
 // size.
-func (r *runner) sizeFetches(n int, behind bool) {
-	base := r.deps.fetchBytes
+func (r *Runner) sizeFetches(n int, behind bool) {
+	base := r.deps.FetchBytes
 	switch {
 	case behind && n >= int(r.maxBytes)/2:
 		r.maxBytes = max(r.maxBytes, min(r.maxBytes*2, maxGrownFetchBytes))
@@ -406,33 +394,33 @@ func (r *runner) sizeFetches(n int, behind bool) {
 // fetchFailed handles a fetch error: leader changes and connection loss are
 // retried with backoff after fresh metadata; an out-of-range offset sends the
 // partition back to alignment.
-func (r *runner) fetchFailed(ctx context.Context, err error) error {
+func (r *Runner) fetchFailed(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		return fmt.Errorf("%w: %w", errRealign, err)
-	case replica.Retriable(err):
+	case Retriable(err):
 		r.attempt++
 		if r.attempt > maxRealigns {
 			return &PartitionError{Topic: r.topic, Partition: r.partition, Retryable: true, Err: err}
 		}
 		r.retrying(err.Error())
-		at := r.deps.now()
+		at := r.deps.Now()
 		if !r.wait(ctx, r.backoff()) {
 			return nil
 		}
-		if rt, rerr := r.deps.source.route(ctx, r.topic, r.partition, at); rerr == nil {
+		if rt, rerr := r.deps.Source.Route(ctx, r.topic, r.partition, at); rerr == nil {
 			r.src = rt
 		}
 		r.postWant(ctx, r.fetchPos())
 		return nil
 	}
-	return r.failure(err)
+	return r.Failure(err)
 }
 
 // appendBatch checks one source batch against the destination position,
 // rewrites it for its writer identity and appends it; fetchedAt is when the
 // fetch answer holding it arrived.
-func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetchedAt time.Time) error {
+func (r *Runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetchedAt time.Time) error {
 	switch {
 	case h.NextOffset() <= r.pos:
 		return nil // already on the destination (the fetch began inside it)
@@ -440,7 +428,7 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetc
 		return r.mismatch(h.BaseOffset, r.pos, ErrDiverged)
 	}
 	if err := batch.VerifyCRC(b); err != nil {
-		return r.failuref("%w: %w", ErrBadSourceBatch, err)
+		return r.Failuref("%w: %w", ErrBadSourceBatch, err)
 	}
 	if h.BaseOffset > r.pos {
 		if err := r.fillGap(ctx, h.BaseOffset, h.BaseTimestamp); err != nil {
@@ -481,19 +469,19 @@ func (r *runner) appendBatch(ctx context.Context, h batch.Header, b []byte, fetc
 
 // throttle waits as mirror.replication.throttled.rate requires before n
 // more bytes are appended.
-func (r *runner) throttle(ctx context.Context, n int) error {
-	if r.deps.bucket == nil {
+func (r *Runner) throttle(ctx context.Context, n int) error {
+	if r.deps.Bucket == nil {
 		return nil
 	}
-	if d := r.deps.bucket.Reserve(n); d > 0 && !r.wait(ctx, d) {
+	if d := r.deps.Bucket.Reserve(n); d > 0 && !r.wait(ctx, d) {
 		return ctx.Err()
 	}
 	return nil
 }
 
 // makeRoom waits for the oldest in-flight batch when the pipeline is full.
-func (r *runner) makeRoom(ctx context.Context) error {
-	if len(r.inflight) < r.deps.maxInFlight {
+func (r *Runner) makeRoom(ctx context.Context) error {
+	if len(r.inflight) < r.deps.MaxInFlight {
 		return nil
 	}
 	return r.complete(ctx, r.popInflight())
@@ -501,7 +489,7 @@ func (r *runner) makeRoom(ctx context.Context) error {
 
 // popInflight removes the oldest in-flight batch, clearing its slot so the
 // backing array does not keep its response alive.
-func (r *runner) popInflight() inflight {
+func (r *Runner) popInflight() inflight {
 	f := r.inflight[0]
 	r.inflight[0] = inflight{}
 	r.inflight = r.inflight[1:]
@@ -509,7 +497,7 @@ func (r *runner) popInflight() inflight {
 }
 
 // oldestAcked reports whether the oldest in-flight batch has its answer.
-func (r *runner) oldestAcked() bool {
+func (r *Runner) oldestAcked() bool {
 	select {
 	case <-r.oldestDone():
 		return true
@@ -521,7 +509,7 @@ func (r *runner) oldestAcked() bool {
 // oldestDone is closed when the oldest in-flight batch has its answer, or
 // could not be sent (it is resent at once); nil (never ready) when nothing
 // is in flight.
-func (r *runner) oldestDone() <-chan struct{} {
+func (r *Runner) oldestDone() <-chan struct{} {
 	if len(r.inflight) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/engine/store"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
@@ -25,18 +24,18 @@ const maxRealigns = 6
 // goroutine ends, and the next thing handed to it starts another one that
 // goes on from where this one stopped (park.go). The runner's state is in
 // its fields, never on a goroutine's stack.
-func (r *runner) run(ctx context.Context, initial ...partition.Event) {
+func (r *Runner) run(ctx context.Context, initial ...partition.Event) {
 	r.begin(ctx, initial)
 	r.loop(ctx)
 }
 
 // loop runs the runner until it parks or exits.
-func (r *runner) loop(ctx context.Context) {
+func (r *Runner) loop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if work := r.work; work != nil {
 			var ev partition.Event
 			if _, ok := work.(partition.StartFetching); ok {
-				r.deps.starter.started(r) // aligned and fenced: started
+				r.deps.Starter.started(r) // aligned and fenced: started
 				ev = r.doFetching(ctx)
 			} else {
 				ev = r.do(ctx, work)
@@ -58,12 +57,12 @@ func (r *runner) loop(ctx context.Context) {
 		}
 	}
 	r.exit()
-	r.deps.events.partitionGone(r.topic, r.partition)
+	r.deps.Events.PartitionGone(r.topic, r.partition)
 }
 
 // begin publishes the initial status and steps the initial events.
-func (r *runner) begin(ctx context.Context, initial []partition.Event) {
-	r.stats.setStatus(r.st)
+func (r *Runner) begin(ctx context.Context, initial []partition.Event) {
+	r.stats.SetStatus(r.st)
 	for _, ev := range initial {
 		r.step(ctx, ev)
 	}
@@ -74,7 +73,7 @@ func (r *runner) begin(ctx context.Context, initial []partition.Event) {
 const exitDrainTimeout = 5 * time.Second
 
 // exit is the end of run.
-func (r *runner) exit() {
+func (r *Runner) exit() {
 	// A closing engine still learns where its last batches landed, but a
 	// destination that stopped answering must not hold Close for the
 	// connections' whole response timeout: the next start realigns from
@@ -87,22 +86,22 @@ func (r *runner) exit() {
 		r.retry.Stop()
 	}
 	r.markExited()
-	r.deps.starter.started(r)
-	r.tc.running.Done()
-	r.deps.exited()
+	r.deps.Starter.started(r)
+	r.tc.Running.Done()
+	r.deps.Exited()
 }
 
 // waitEvent steps an operator event, a failure or a due retry while no
 // work is in progress; with none waiting the runner parks (the end of ctx
 // and the retry's timer hand it a wake too).
-func (r *runner) waitEvent(ctx context.Context) {
+func (r *Runner) waitEvent(ctx context.Context) {
 	if r.stepInbox(ctx) {
 		return
 	}
 	if r.retry != nil && r.takeRetryDue() {
 		r.retry = nil
-		tick := partition.Tick{Now: r.deps.now(), Jitter: r.deps.jitter()}
-		if down := r.deps.source.down(); down != nil {
+		tick := partition.Tick{Now: r.deps.Now(), Jitter: r.deps.Jitter()}
+		if down := r.deps.Source.Down(); down != nil {
 			tick.SourceUnreachable = down.Error()
 		}
 		r.step(ctx, tick)
@@ -113,7 +112,7 @@ func (r *runner) waitEvent(ctx context.Context) {
 
 // stepInbox steps an operator event, or else a failure found outside the
 // runner, if one waits.
-func (r *runner) stepInbox(ctx context.Context) bool {
+func (r *Runner) stepInbox(ctx context.Context) bool {
 	if r.takeCheckpoint() {
 		r.checkpoint()
 	}
@@ -128,19 +127,19 @@ func (r *runner) stepInbox(ctx context.Context) bool {
 }
 
 // step applies one event and runs the actions it produces, in order.
-func (r *runner) step(ctx context.Context, ev partition.Event) {
+func (r *Runner) step(ctx context.Context, ev partition.Event) {
 	next, acts, err := partition.Apply(r.st, ev)
 	if err != nil {
 		if !errors.Is(err, partition.ErrStale) && isCommand(ev) {
-			r.emit(LevelWarn, err.Error())
+			r.emit(partition.SeverityWarn, err.Error())
 		}
 		return
 	}
 	prev := r.st.State
 	r.st = next
-	r.stats.setStatus(r.st)
+	r.stats.SetStatus(r.st)
 	if next.State == partition.Failed && prev != partition.Failed {
-		r.deps.events.failed(next.Cause)
+		r.deps.Events.Failed(next.Cause)
 	}
 	if next.State == partition.Paused && prev != partition.Paused {
 		r.warnPausedTxns(ctx)
@@ -150,9 +149,9 @@ func (r *runner) step(ctx context.Context, ev partition.Event) {
 		case partition.Persist:
 			r.persistStatus(ctx, a.Status)
 		case partition.Emit:
-			r.deps.events.emitState(a.Severity, r.topic, r.partition, prev, next.State, a.Message)
+			r.deps.Events.EmitState(a.Severity, r.topic, r.partition, prev, next.State, a.Message)
 		case partition.ScheduleRetry:
-			r.scheduleRetry(max(0, a.At.Sub(r.deps.now())))
+			r.scheduleRetry(max(0, a.At.Sub(r.deps.Now())))
 		case partition.Halt:
 			r.dropFetch()
 			_ = r.drain(ctx)
@@ -176,7 +175,7 @@ func isCommand(ev partition.Event) bool {
 // returns its result event, or nil when an operator event interrupted it
 // (the event has then been stepped; if it was rejected the same work runs
 // again).
-func (r *runner) do(ctx context.Context, work partition.Action) partition.Event {
+func (r *Runner) do(ctx context.Context, work partition.Action) partition.Event {
 	epoch := r.st.StateEpoch
 	wctx, cancel := r.startWork(ctx)
 	defer r.endWork(cancel)
@@ -191,7 +190,7 @@ func (r *runner) do(ctx context.Context, work partition.Action) partition.Event 
 // healthy: its frame, on the stack all that time, is kept small. MIRRORING
 // holds no work context while it waits: each piece of its work takes one
 // (interruptible), so an idle partition keeps none.
-func (r *runner) doFetching(ctx context.Context) partition.Event {
+func (r *Runner) doFetching(ctx context.Context) partition.Event {
 	epoch := r.st.StateEpoch
 	if r.stepPending(ctx) { // an event that arrived before the work started
 		return nil
@@ -208,7 +207,7 @@ var errInterrupted = errors.New("interrupted by an operator event")
 
 // interruptible runs one piece of MIRRORING's work with a context that an
 // operator event cancels, and returns errInterrupted when one did.
-func (r *runner) interruptible(ctx context.Context, work func(context.Context) error) error {
+func (r *Runner) interruptible(ctx context.Context, work func(context.Context) error) error {
 	wctx, cancel := r.startWork(ctx)
 	err := work(wctx)
 	interrupted := wctx.Err() != nil && ctx.Err() == nil
@@ -220,7 +219,7 @@ func (r *runner) interruptible(ctx context.Context, work func(context.Context) e
 }
 
 // fetchingDone is workDone for MIRRORING.
-func (r *runner) fetchingDone(ctx context.Context, interrupted bool, epoch int64, err error) partition.Event {
+func (r *Runner) fetchingDone(ctx context.Context, interrupted bool, epoch int64, err error) partition.Event {
 	if errors.Is(err, ErrULE) {
 		return r.workDone(ctx, interrupted, epoch, r.uleDetected(epoch, err), nil)
 	}
@@ -228,7 +227,7 @@ func (r *runner) fetchingDone(ctx context.Context, interrupted bool, epoch int64
 }
 
 // stepPending steps an operator event that is waiting, if any.
-func (r *runner) stepPending(ctx context.Context) bool {
+func (r *Runner) stepPending(ctx context.Context) bool {
 	ev, ok := r.takeEvent()
 	if ok {
 		r.step(ctx, ev)
@@ -237,13 +236,13 @@ func (r *runner) stepPending(ctx context.Context) bool {
 }
 
 // uleDetected is the event of a source unclean election found by work.
-func (r *runner) uleDetected(epoch int64, err error) partition.Event {
-	return partition.ULEDetected{Epoch: epoch, Enabled: r.deps.unclean, Reason: err.Error()}
+func (r *Runner) uleDetected(epoch int64, err error) partition.Event {
+	return partition.ULEDetected{Epoch: epoch, Enabled: r.deps.UncleanRecovery, Reason: err.Error()}
 }
 
 // perform runs a work action other than MIRRORING (doFetching runs that
 // one).
-func (r *runner) perform(ctx, wctx context.Context, work partition.Action, epoch int64) (partition.Event, error) {
+func (r *Runner) perform(ctx, wctx context.Context, work partition.Action, epoch int64) (partition.Event, error) {
 	var err error
 	var result partition.Event
 	switch work.(type) {
@@ -298,7 +297,7 @@ func (r *runner) perform(ctx, wctx context.Context, work partition.Action, epoch
 }
 
 // workDone decides what do returns once its work has ended.
-func (r *runner) workDone(ctx context.Context, interrupted bool, epoch int64, result partition.Event, err error) partition.Event {
+func (r *Runner) workDone(ctx context.Context, interrupted bool, epoch int64, result partition.Event, err error) partition.Event {
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -320,7 +319,7 @@ func (r *runner) workDone(ctx context.Context, interrupted bool, epoch int64, re
 // connection, sequence error) is handled here by realigning from the
 // destination's log end, without leaving the state; only repeated failure
 // or a real fault ends it.
-func (r *runner) fetching(ctx context.Context) error {
+func (r *Runner) fetching(ctx context.Context) error {
 	for {
 		// A failure injected while the last piece of work was
 		// interrupted for it: before anything can block again.
@@ -345,7 +344,7 @@ func (r *runner) fetching(ctx context.Context) error {
 
 // realign goes back to the destination's log end after err, with backoff,
 // until alignment and fencing succeed or the attempts run out.
-func (r *runner) realign(ctx context.Context, err error) error {
+func (r *Runner) realign(ctx context.Context, err error) error {
 	for {
 		// The batches behind the one that failed were resent with it
 		// as often as it was: settled, not resent again.
@@ -359,8 +358,8 @@ func (r *runner) realign(ctx context.Context, err error) error {
 		}
 		r.retrying("realigning: " + err.Error())
 		cause, _, _ := r.classify(err)
-		r.deps.events.realigned(cause)
-		r.emit(LevelWarn, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
+		r.deps.Events.Realigned(cause)
+		r.emit(partition.SeverityWarn, fmt.Sprintf("realigning (attempt %d of %d): %v", r.attempt, maxRealigns, err))
 		if !r.wait(ctx, r.backoff()) {
 			return ctx.Err()
 		}
@@ -392,18 +391,18 @@ func isTransient(err error) bool {
 	if errors.As(err, &om) || errors.As(err, &pe) || errors.As(err, &mm) {
 		return false
 	}
-	return errors.Is(err, errRealign) || replica.Retriable(err)
+	return errors.Is(err, errRealign) || Retriable(err)
 }
 
 // errorEvent classifies a failure for the state machine.
-func (r *runner) errorEvent(epoch int64, err error) partition.Event {
+func (r *Runner) errorEvent(epoch int64, err error) partition.Event {
 	cause, retryable, err := r.classify(err)
-	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.deps.now(), Jitter: r.deps.jitter()}
+	return partition.Error{Epoch: epoch, Err: err.Error(), Retryable: retryable, Cause: cause, Now: r.deps.Now(), Jitter: r.deps.Jitter()}
 }
 
 // classify finds an error's cause and whether it is retryable; during a
 // source outage the error is returned wrapped in the outage's.
-func (r *runner) classify(err error) (partition.Cause, bool, error) {
+func (r *Runner) classify(err error) (partition.Cause, bool, error) {
 	cause, retryable := partition.CauseOther, true
 	var om *OffsetMismatchError
 	var pe *PartitionError
@@ -426,11 +425,11 @@ func (r *runner) classify(err error) (partition.Cause, bool, error) {
 		cause, retryable = partition.CauseOffsetMismatch, false
 	case errors.Is(err, ErrSourceUnreachable):
 		cause = partition.CauseSourceUnreachable
-	case (isTransient(err) || errors.As(err, &pe) && pe.Retryable) && r.deps.source.down() != nil:
+	case (isTransient(err) || errors.As(err, &pe) && pe.Retryable) && r.deps.Source.Down() != nil:
 		// Whatever failed, the source does not answer: say so, and keep
 		// retrying for as long as the outage lasts.
 		cause = partition.CauseSourceUnreachable
-		err = fmt.Errorf("%w (%w)", r.deps.source.down(), err)
+		err = fmt.Errorf("%w (%w)", r.deps.Source.Down(), err)
 	case errors.As(err, &pe):
 		retryable = pe.Retryable
 	case isTransient(err):
@@ -442,7 +441,7 @@ func (r *runner) classify(err error) (partition.Cause, bool, error) {
 // persistStatus writes the partition's record before any action of the
 // transition runs. A destination that cannot take the write is retried:
 // acting on a state nobody can read back would let two owners disagree.
-func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
+func (r *Runner) persistStatus(ctx context.Context, st partition.Status) {
 	if r.persist == nil {
 		return
 	}
@@ -451,7 +450,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 	for {
 		// A record written by an instance the group replaced would
 		// contradict the new owner's.
-		if r.deps.gate.wait(ctx) != nil {
+		if r.deps.Gate.Wait(ctx) != nil {
 			return
 		}
 		err := r.persist.put(ctx, rec)
@@ -459,7 +458,7 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 			return
 		}
 		r.stats.setError("persist state: "+err.Error(), true)
-		if !r.wait(ctx, b.Next(r.deps.jitter)) {
+		if !r.wait(ctx, b.Next(r.deps.Jitter)) {
 			return
 		}
 	}
@@ -467,8 +466,8 @@ func (r *runner) persistStatus(ctx context.Context, st partition.Status) {
 
 // record builds the partition's __mirror_state value from its status and
 // its durable position.
-func (r *runner) record(st partition.Status) store.PartitionRecord {
-	rec := store.NewPartitionRecord(r.deps.mirror, r.topic, r.partition)
+func (r *Runner) record(st partition.Status) store.PartitionRecord {
+	rec := store.NewPartitionRecord(r.deps.Mirror, r.topic, r.partition)
 	rec.SetStatus(st)
 	rec.LastOffset, rec.LastEpoch = r.mirrored, r.mirroredEpoch
 	for _, l := range r.stats.checkpointing(r.mirrored) {
@@ -489,19 +488,19 @@ func (r *runner) record(st partition.Status) store.PartitionRecord {
 	if r.rare != nil {
 		rec.StopAborted = slices.Clone(r.rare.stopAborted)
 	}
-	rec.SourceTopicID = topicIDString(r.deps.source.topicID(r.topic))
-	rec.DestTopicID = topicIDString(r.dst.topicID)
-	rec.Owner = r.deps.instance
-	rec.UpdatedAt = r.deps.now()
+	rec.SourceTopicID = TopicIDString(r.deps.Source.TopicID(r.topic))
+	rec.DestTopicID = TopicIDString(r.dst.TopicID)
+	rec.Owner = r.deps.Instance
+	rec.UpdatedAt = r.deps.Now()
 	return rec
 }
 
 // backoff is the delay before a retry inside MIRRORING: the mirror's retry
 // policy, with the engine's jitter. r.attempt is already counted, and the
 // first retry waits up to twice RetryInitial, as it always has.
-func (r *runner) backoff() time.Duration {
-	p := backoff.Policy{Initial: r.deps.retryInitial, Max: r.deps.retryMax}
-	return p.Delay(int(r.attempt)+1, r.deps.jitter())
+func (r *Runner) backoff() time.Duration {
+	p := backoff.Policy{Initial: r.deps.RetryInitial, Max: r.deps.RetryMax}
+	return p.Delay(int(r.attempt)+1, r.deps.Jitter())
 }
 
 // persistPolicy spaces the attempts to write the partition's record while
@@ -510,9 +509,9 @@ func (r *runner) backoff() time.Duration {
 var persistPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second}
 
 // emit tells an event about this partition.
-func (r *runner) emit(level EventLevel, msg string) {
-	r.deps.events.emit(level, r.topic, r.partition, msg)
+func (r *Runner) emit(level partition.Severity, msg string) {
+	r.deps.Events.Emit(level, r.topic, r.partition, msg)
 }
 
 // wait waits d or until ctx ends; it reports whether ctx is still live.
-func (r *runner) wait(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }
+func (r *Runner) wait(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"errors"
@@ -26,8 +26,8 @@ var errParked = errors.New("runner parked")
 
 // park parks the runner and reports whether the goroutine must end; false
 // when a wake arrived meanwhile and the goroutine goes on itself.
-func (r *runner) park() bool {
-	r.deps.starter.started(r)
+func (r *Runner) park() bool {
+	r.deps.Starter.started(r)
 	r.parked.Store(true)
 	select {
 	case <-r.in.wake:
@@ -40,15 +40,15 @@ func (r *runner) park() bool {
 }
 
 // unpark starts a goroutine for the runner if it is parked.
-func (r *runner) unpark() {
+func (r *Runner) unpark() {
 	if r.parked.Load() && r.parked.CompareAndSwap(true, false) {
-		go r.loop(r.tc.ctx) // counted since addTopic, see exit
+		go r.loop(r.tc.Ctx) // counted since addTopic, see exit
 	}
 }
 
 // scheduleRetry arranges for the state machine's Tick after d: the timer
 // leaves a wake, so a FAILED partition waiting for its retry parks too.
-func (r *runner) scheduleRetry(d time.Duration) {
+func (r *Runner) scheduleRetry(d time.Duration) {
 	if r.retry != nil {
 		r.retry.Stop()
 	}
@@ -68,7 +68,7 @@ func (r *runner) scheduleRetry(d time.Duration) {
 }
 
 // takeRetryDue reports whether the scheduled retry is due, once.
-func (r *runner) takeRetryDue() bool {
+func (r *Runner) takeRetryDue() bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
 	due := r.in.retryDue
@@ -84,22 +84,23 @@ func (r *runner) takeRetryDue() bool {
 // (batcher) are as full with a thousand at a time.
 const maxStarting = 1024
 
-// starter starts runners, at most maxStarting at once; the others wait
+// Starter starts runners, at most maxStarting at once; the others wait
 // their turn in order.
-type starter struct {
+type Starter struct {
 	mu      sync.Mutex
 	running int
 	queue   []pendingStart
 }
 
 type pendingStart struct {
-	r       *runner
+	r       *Runner
 	initial []partition.Event
 }
 
-// start runs r (counted in the engine's and the topic's wait groups by the
-// caller) now or once a start slot frees.
-func (s *starter) start(r *runner, initial []partition.Event) {
+// Start runs r, one of tc's runners (counted in the engine's and the
+// topic's wait groups by the caller), now or once a start slot frees.
+func (s *Starter) Start(r *Runner, tc *TopicCancel, initial []partition.Event) {
+	r.tc = tc
 	s.mu.Lock()
 	if s.running >= maxStarting {
 		s.queue = append(s.queue, pendingStart{r, initial})
@@ -109,12 +110,12 @@ func (s *starter) start(r *runner, initial []partition.Event) {
 	s.running++
 	s.mu.Unlock()
 	r.starting = true
-	go r.run(r.tc.ctx, initial...)
+	go r.run(r.tc.Ctx, initial...)
 }
 
 // started gives back the start slot of r, if it holds one, to the next
 // runner waiting for one.
-func (s *starter) started(r *runner) {
+func (s *Starter) started(r *Runner) {
 	if !r.starting {
 		return
 	}
@@ -130,5 +131,5 @@ func (s *starter) started(r *runner) {
 	s.queue = s.queue[1:]
 	s.mu.Unlock()
 	next.r.starting = true
-	go next.r.run(next.r.tc.ctx, next.initial...)
+	go next.r.run(next.r.tc.Ctx, next.initial...)
 }

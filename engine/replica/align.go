@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -9,42 +9,43 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // align is LOG_ALIGNMENT: compare the destination log with the source log
 // and decide where mirroring resumes. It writes nothing.
-func (r *runner) align(ctx context.Context) error {
-	at := r.deps.now()
-	src, err := r.deps.source.route(ctx, r.topic, r.partition, at)
+func (r *Runner) align(ctx context.Context) error {
+	at := r.deps.Now()
+	src, err := r.deps.Source.Route(ctx, r.topic, r.partition, at)
 	if err != nil {
 		return err
 	}
-	dst, err := r.deps.dest.route(ctx, r.topic, r.partition, at)
+	dst, err := r.deps.Dest.Route(ctx, r.topic, r.partition, at)
 	if err != nil {
 		return err
 	}
 	// The destination topic the LME was mirrored into: the last one
 	// aligned on, or the one the partition record names.
-	prevDst := r.dst.topicID
+	prevDst := r.dst.TopicID
 	r.src, r.dst = src, dst
-	r.stats.setTopicIDs(topicIDString(src.topicID), topicIDString(dst.topicID))
-	if id := r.deps.source.clusterID(); id != r.deps.sourceID {
-		return r.failuref("%w: the source bootstrap %s now reaches cluster %s, but mirror %s was created against cluster %s",
-			ErrSourceClusterChanged, strings.Join(r.deps.sourceBootstrap, ","), id, r.deps.mirror, r.deps.sourceID)
+	r.stats.setTopicIDs(TopicIDString(src.TopicID), TopicIDString(dst.TopicID))
+	if id := r.deps.Source.ClusterID(); id != r.deps.SourceID {
+		return r.Failuref("%w: the source bootstrap %s now reaches cluster %s, but mirror %s was created against cluster %s",
+			ErrSourceClusterChanged, strings.Join(r.deps.SourceBootstrap, ","), id, r.deps.Mirror, r.deps.SourceID)
 	}
-	if err := r.deps.source.checkTopicID(r.topic, r.partition, src.topicID); err != nil {
+	if err := r.deps.Source.CheckTopicID(r.topic, r.partition, src.TopicID); err != nil {
 		return err
 	}
-	srcStart, srcEnd, err := r.deps.source.offsets(ctx, r.topic, r.partition)
+	srcStart, srcEnd, err := r.deps.Source.Offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err
 	}
-	dstStart, dstEnd, err := r.deps.dest.offsets(ctx, r.topic, r.partition)
+	dstStart, dstEnd, err := r.deps.Dest.Offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err
 	}
-	r.stats.setSource(srcEnd, srcStart)
+	r.stats.SetSource(srcEnd, srcStart)
 	r.stats.setDestEnd(dstEnd)
 	a, err := r.anchor(ctx, dstEnd, prevDst)
 	if err != nil {
@@ -74,14 +75,14 @@ func (r *runner) align(ctx context.Context) error {
 			return r.mismatch(base, dstEnd, ErrDiverged)
 		}
 		if dstEnd > dstStart {
-			r.emit(LevelWarn, fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
+			r.emit(partition.SeverityWarn, fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
 		}
 		r.fillTo, r.deleteTo = base, srcStart
 	default:
 		r.fillTo, r.deleteTo = 0, 0
 	}
 	r.pos, r.acked = dstEnd, dstEnd
-	r.alignedAt = r.deps.sinceBase(at)
+	r.alignedAt = r.deps.SinceBase(at)
 	r.dropFetch()
 	if r.txm == nil && len(r.restoredTxns()) > 0 {
 		// Continue the mirrored transactions of the previous owner now,
@@ -102,7 +103,7 @@ func (r *runner) align(ctx context.Context) error {
 // destination record the source lacks was written by one of the partition's
 // mirrored transactional producers: the abort marker its transaction
 // coordinator wrote when the transaction timed out.
-func (r *runner) abortedByDestination(err error) error {
+func (r *Runner) abortedByDestination(err error) error {
 	var mm *MismatchError
 	if !errors.As(err, &mm) {
 		return err
@@ -123,7 +124,7 @@ func (r *runner) abortedByDestination(err error) error {
 
 // batchBaseAt returns the base offset of the source batch holding offset,
 // or offset itself when the source has no record there yet.
-func (r *runner) batchBaseAt(ctx context.Context, offset int64) (int64, error) {
+func (r *Runner) batchBaseAt(ctx context.Context, offset int64) (int64, error) {
 	h, b, err := r.sourceBatchAt(ctx, offset)
 	if err != nil {
 		return 0, err
@@ -141,7 +142,7 @@ func (r *runner) batchBaseAt(ctx context.Context, offset int64) (int64, error) {
 // owner) holds none of it any more. One recreated by anyone else lost
 // mirrored records: both ids are named. prevDst is the destination topic
 // id the LME was mirrored into, zero when unknown.
-func (r *runner) anchor(ctx context.Context, dstEnd int64, prevDst [16]byte) (anchor, error) {
+func (r *Runner) anchor(ctx context.Context, dstEnd int64, prevDst [16]byte) (anchor, error) {
 	fb, err := r.checkFailback(ctx, dstEnd)
 	if err != nil {
 		return anchor{}, err
@@ -149,12 +150,12 @@ func (r *runner) anchor(ctx context.Context, dstEnd int64, prevDst [16]byte) (an
 	last, epoch := r.mirrored, r.mirroredEpoch
 	if last >= 0 && dstEnd < last+1 {
 		switch {
-		case r.deps.dest.rebuiltAs(r.topic, r.dst.topicID):
+		case r.deps.Dest.RebuiltAs(r.topic, r.dst.TopicID):
 			r.forgetMirrored()
 			last, epoch = -1, -1
-		case prevDst != ([16]byte{}) && prevDst != r.dst.topicID:
+		case prevDst != ([16]byte{}) && prevDst != r.dst.TopicID:
 			return anchor{}, r.mismatch(last+1, dstEnd, fmt.Errorf("%w: destination topic %s has topic id %s, but offsets up to %d were mirrored into topic id %s: it was deleted and created again, not by a rebuild of mirror %s",
-				ErrDestinationLost, r.topic, topicIDString(r.dst.topicID), last, topicIDString(prevDst), r.deps.mirror))
+				ErrDestinationLost, r.topic, TopicIDString(r.dst.TopicID), last, TopicIDString(prevDst), r.deps.Mirror))
 		}
 	}
 	if last < 0 || fb.offset > last {
@@ -175,14 +176,14 @@ func (r *runner) anchor(ctx context.Context, dstEnd int64, prevDst [16]byte) (an
 // an unclean election during a pause or a downtime is found. A source that ends it below what was
 // mirrored lost those records in an unclean leader election, and may have
 // written others at the same offsets since.
-func (r *runner) checkSourceEpoch(ctx context.Context, a anchor, srcStart int64) error {
+func (r *Runner) checkSourceEpoch(ctx context.Context, a anchor, srcStart int64) error {
 	if a.offset < 0 || a.epoch < 0 || a.offset < srcStart {
 		return nil
 	}
 	mirrored := a.offset + 1
 	var req kadm.OffsetForLeaderEpochRequest
 	req.Add(r.topic, r.partition, a.epoch)
-	resp, err := r.deps.source.offsetForLeaderEpoch(ctx, req)
+	resp, err := r.deps.Source.OffsetForLeaderEpoch(ctx, req)
 	if err != nil {
 		return fmt.Errorf("source offset for leader epoch %s/%d: %w", r.topic, r.partition, err)
 	}
@@ -199,15 +200,15 @@ func (r *runner) checkSourceEpoch(ctx context.Context, a anchor, srcStart int64)
 // fence is EPOCH_FENCING: acquire the partition's writer identity with a
 // bumped epoch, so any older owner is fenced at the broker, then check that
 // nobody wrote to the destination since alignment.
-func (r *runner) fence(ctx context.Context) error {
+func (r *Runner) fence(ctx context.Context) error {
 	if err := r.initWriter(ctx); err != nil {
 		return err
 	}
 	// The guard goes on before the check: from then on nobody else writes.
-	if err := r.deps.dest.guardTopic(ctx, r.topic, false); err != nil {
+	if err := r.deps.Dest.GuardTopic(ctx, r.topic, false); err != nil {
 		return err
 	}
-	_, end, err := r.deps.dest.offsets(ctx, r.topic, r.partition)
+	_, end, err := r.deps.Dest.Offsets(ctx, r.topic, r.partition)
 	if err != nil {
 		return err
 	}
@@ -218,13 +219,13 @@ func (r *runner) fence(ctx context.Context) error {
 }
 
 // initWriter acquires the partition's writer identity with a bumped epoch.
-func (r *runner) initWriter(ctx context.Context) error {
-	txnID := writerID(r.deps.mirror, r.topic, r.partition)
-	timeout, err := r.deps.dest.writerTimeout(ctx)
+func (r *Runner) initWriter(ctx context.Context) error {
+	txnID := writerID(r.deps.Mirror, r.topic, r.partition)
+	timeout, err := r.deps.Dest.WriterTimeout(ctx)
 	if err != nil {
 		return fmt.Errorf("init writer %s: %w", txnID, err)
 	}
-	resp, err := r.deps.dest.initProducerID(ctx, txnID, timeout, &r.coord)
+	resp, err := r.deps.Dest.InitProducerID(ctx, txnID, timeout, &r.coord)
 	if err != nil {
 		return fmt.Errorf("init writer %s: %w", txnID, err)
 	}

@@ -1,4 +1,4 @@
-package engine
+package replica
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/replica"
 	"github.com/kmirror/kmirror/internal/backoff"
 )
 
@@ -19,7 +18,7 @@ var zstdCodec = kgo.ZstdCompression()
 
 // inflight is one appended batch whose Produce response is still awaited.
 type inflight struct {
-	call *replica.Append // nil when the batch could not be sent: it is resent like a lost answer
+	call *Append // nil when the batch could not be sent: it is resent like a lost answer
 	// b is the batch as sent, already rewritten for its writer identity:
 	// an append whose outcome is unknown is resent byte for byte, so the
 	// broker deduplicates it by producer id, epoch and sequence. For a
@@ -44,15 +43,15 @@ type inflight struct {
 // partition are issued in order on one connection, so the broker sees their
 // sequences in order. A batch that could not be sent is in flight all the
 // same: its completion resends it (complete).
-func (r *runner) issue(ctx context.Context, b []byte, base int64, count int32, epoch int32, maxTs int64) inflight {
+func (r *Runner) issue(ctx context.Context, b []byte, base int64, count int32, epoch int32, maxTs int64) inflight {
 	f := r.issueAs(ctx, r.writer, nil, b, base, count, epoch, maxTs)
-	r.writer.BaseSequence = replica.NextSequence(r.writer.BaseSequence, count)
+	r.writer.BaseSequence = NextSequence(r.writer.BaseSequence, count)
 	return f
 }
 
 // issueAs sends b with writer identity w; txnID is set for a mirrored
 // transaction's data (the broker checks it against the producer id).
-func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b []byte, base int64, count int32, epoch int32, maxTs int64) inflight {
+func (r *Runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b []byte, base int64, count int32, epoch int32, maxTs int64) inflight {
 	batch.Transform(b, w)
 	f := inflight{b: b, txnID: txnID, base: base, next: base + int64(count), epoch: epoch, maxTs: maxTs, issuedAt: time.Now()}
 	// A batch sent while an earlier one of the partition is not would
@@ -68,22 +67,22 @@ func (r *runner) issueAs(ctx context.Context, w batch.Writer, txnID *string, b [
 // failure f is left unsent (call nil) and the cause is returned. The
 // leader's sink puts the batch into a Produce request shared with other
 // partitions' batches.
-func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
-	f.call, f.broker = nil, r.dst.leader
+func (r *Runner) sendBatch(ctx context.Context, f *inflight) error {
+	f.call, f.broker = nil, r.dst.Leader
 	// An instance that may have lost its shards appends nothing; its
 	// revocation ends ctx and the wait with it.
-	if err := r.deps.gate.wait(ctx); err != nil {
+	if err := r.deps.Gate.Wait(ctx); err != nil {
 		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
 	}
-	f.call = &replica.Append{Topic: r.topic, TopicID: r.dst.topicID, Partition: r.partition, TxnID: f.txnID, Records: f.b}
-	r.deps.sinks.Issue(r.dst.leader, f.call)
+	f.call = &Append{Topic: r.topic, TopicID: r.dst.TopicID, Partition: r.partition, TxnID: f.txnID, Records: f.b}
+	r.deps.Sinks.Issue(r.dst.Leader, f.call)
 	return nil
 }
 
 // completeOnce waits for one sent batch and checks where it landed;
 // resent tells that f is a resend, whose DUPLICATE_SEQUENCE_NUMBER answer
 // may mean that an earlier send landed.
-func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) error {
+func (r *Runner) completeOnce(ctx context.Context, f inflight, resent bool) error {
 	if f.call == nil {
 		return r.unknownOutcome(f.base, errNotSent)
 	}
@@ -109,7 +108,7 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 	if p.BaseOffset != f.base {
 		return r.mismatch(f.base, p.BaseOffset, ErrForeignWrite)
 	}
-	r.deps.events.appended(f, f.call.CompletedAt())
+	r.deps.Events.Appended(f.fetchedAt, f.issuedAt, f.call.CompletedAt())
 	r.acked = f.next
 	r.landed(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {
@@ -119,34 +118,34 @@ func (r *runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 }
 
 // classifyProduceErr turns an error code of a Produce answer into what
-// the runner does about it (replica.FailureOf).
-func (r *runner) classifyProduceErr(base int64, err error) error {
-	switch replica.FailureOf(err) {
-	case replica.FailFenced:
-		return r.failuref("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)
-	case replica.FailUnknown:
+// the runner does about it (FailureOf).
+func (r *Runner) classifyProduceErr(base int64, err error) error {
+	switch FailureOf(err) {
+	case FailFenced:
+		return r.Failuref("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)
+	case FailUnknown:
 		return r.unknownOutcome(base, err)
-	case replica.FailWriter:
+	case FailWriter:
 		return fmt.Errorf("%w: append %s/%d at %d: %w", errRealign, r.topic, r.partition, base, err)
-	case replica.FailFatal:
+	case FailFatal:
 	}
-	if r.deps.writeGuard && errors.Is(err, kerr.TopicAuthorizationFailed) {
+	if r.deps.WriteGuard && errors.Is(err, kerr.TopicAuthorizationFailed) {
 		// The guard's DENY applies to kmirror too unless its principal
 		// bypasses ACLs.
 		err = fmt.Errorf("%w (with mirror.destination.write.guard=acl kmirror's destination principal must be in the destination's super.users)", err)
 	}
-	return r.failuref("append at %d: %w", base, err)
+	return r.Failuref("append at %d: %w", base, err)
 }
 
 // unknownOutcome is the error of an append the broker may or may not have
 // applied: complete resends it; once the resends are exhausted, it sends
 // the partition to alignment like any errRealign.
-func (r *runner) unknownOutcome(base int64, err error) error {
+func (r *Runner) unknownOutcome(base int64, err error) error {
 	return fmt.Errorf("%w: %w: append %s/%d at %d: %w", errRealign, errUnknownOutcome, r.topic, r.partition, base, err)
 }
 
 // produceSync issues one batch and waits for it.
-func (r *runner) produceSync(ctx context.Context, b []byte, base int64, count int32) error {
+func (r *Runner) produceSync(ctx context.Context, b []byte, base int64, count int32) error {
 	return r.complete(ctx, r.issue(ctx, b, base, count, -1, 0))
 }
 
@@ -154,13 +153,13 @@ func (r *runner) produceSync(ctx context.Context, b []byte, base int64, count in
 // after all have been waited for, so nothing is left travelling unobserved.
 // Batches are resent while their outcome is unknown (complete) until one
 // fails for good; those behind it are only settled.
-func (r *runner) drain(ctx context.Context) error { return r.drainWith(ctx, true) }
+func (r *Runner) drain(ctx context.Context) error { return r.drainWith(ctx, true) }
 
 // settleAll waits for every in-flight batch without resending any: an
 // alignment follows, which reads where the log ends anyway.
-func (r *runner) settleAll(ctx context.Context) error { return r.drainWith(ctx, false) }
+func (r *Runner) settleAll(ctx context.Context) error { return r.drainWith(ctx, false) }
 
-func (r *runner) drainWith(ctx context.Context, resend bool) error {
+func (r *Runner) drainWith(ctx context.Context, resend bool) error {
 	var first error
 	for len(r.inflight) > 0 {
 		f := r.popInflight()
@@ -182,14 +181,14 @@ var errStopSplit = errors.New("stop")
 
 // maybeDelete moves the destination log start to the source's once the
 // destination holds that offset.
-func (r *runner) maybeDelete(ctx context.Context) error {
+func (r *Runner) maybeDelete(ctx context.Context) error {
 	if r.deleteTo <= 0 || r.acked < r.deleteTo {
 		return nil
 	}
-	if err := r.deps.dest.deleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
+	if err := r.deps.Dest.DeleteRecords(ctx, r.topic, r.partition, r.deleteTo); err != nil {
 		return err
 	}
-	r.emit(LevelInfo, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
+	r.emit(partition.SeverityInfo, fmt.Sprintf("destination log start moved to the source's, %d", r.deleteTo))
 	r.deleteTo = 0
 	return nil
 }
@@ -208,11 +207,11 @@ const fillerRecords = 50_000
 // to, so the first mirrored batch lands at the source's own offset; the
 // fillers are then deleted (maybeDelete). They are counted and shown, never
 // silent.
-func (r *runner) fill(ctx context.Context, to int64) error {
+func (r *Runner) fill(ctx context.Context, to int64) error {
 	recs := make([]batch.Record, min(to-r.pos, fillerRecords))
 	for r.pos < to {
 		n := min(to-r.pos, fillerRecords)
-		b, err := batch.Build(zstdCodec, r.deps.now().UnixMilli(), r.writer, recs[:n])
+		b, err := batch.Build(zstdCodec, r.deps.Now().UnixMilli(), r.writer, recs[:n])
 		if err != nil {
 			return err
 		}
@@ -234,10 +233,10 @@ var stopInitPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1600 *
 
 // stop is STOPPING: no more fetches, bump the writer epoch so no zombie
 // append can land, then STOPPED. It needs only the destination.
-func (r *runner) stop(ctx context.Context) error {
+func (r *Runner) stop(ctx context.Context) error {
 	r.dropFetch()
 	if err := r.drain(ctx); err != nil && !isTransient(err) {
-		r.emit(LevelWarn, "stopping: "+err.Error())
+		r.emit(partition.SeverityWarn, "stopping: "+err.Error())
 	}
 	if err := r.abortOpen(ctx); err != nil {
 		return err
@@ -258,7 +257,7 @@ func (r *runner) stop(ctx context.Context) error {
 		if b.Attempt() >= stopInitRetries {
 			return err
 		}
-		if !r.wait(ctx, b.Next(r.deps.jitter)) {
+		if !r.wait(ctx, b.Next(r.deps.Jitter)) {
 			return ctx.Err()
 		}
 	}
@@ -271,5 +270,5 @@ func (r *runner) stop(ctx context.Context) error {
 	}
 	// Last, once nothing of the mirror can land any more: the topic is
 	// reported writable (STOPPED) only after its guard is gone.
-	return r.deps.dest.unguardTopic(ctx, r.topic)
+	return r.deps.Dest.UnguardTopic(ctx, r.topic)
 }
