@@ -324,6 +324,47 @@ func dumpInstance(t *testing.T, dst *enginetest.Cluster, p *runProc) {
 	t.Logf("last lines of %s:\n%s", p.stderr, strings.Join(lines[max(0, len(lines)-30):], "\n"))
 }
 
+// dumpFailed logs dumpDivergence for every FAILED partition.
+func dumpFailed(t *testing.T, src, dst *enginetest.Cluster) {
+	t.Helper()
+	for _, r := range describeRows(t, dst) {
+		if r.State == "FAILED" {
+			dumpDivergence(t, src, dst, r.Topic, r.Partition)
+		}
+	}
+}
+
+// dumpDivergence logs the batch headers of source and destination around
+// the first batch where a partition's two logs differ: who wrote what at
+// the offsets a FAILED partition names.
+func dumpDivergence(t *testing.T, src, dst *enginetest.Cluster, topic string, p int32) {
+	t.Helper()
+	ctx := t.Context()
+	sb, serr := enginetest.ReadBatches(ctx, src.Client(t), topic, p)
+	db, derr := enginetest.ReadBatches(ctx, dst.Client(t), topic, p)
+	if serr != nil || derr != nil {
+		t.Logf("%s/%d: batches unreadable: source %v, destination %v", topic, p, serr, derr)
+		return
+	}
+	at := 0
+	// kmirror appends under its own writer ids: the logs agree where
+	// their batches cover the same offsets.
+	for at < len(sb) && at < len(db) && sb[at].Header.BaseOffset == db[at].Header.BaseOffset &&
+		sb[at].Header.LastOffsetDelta == db[at].Header.LastOffsetDelta {
+		at++
+	}
+	line := func(side string, bs []enginetest.RawBatch) {
+		var b strings.Builder
+		for _, x := range bs[max(0, at-6):min(len(bs), at+6)] {
+			h := x.Header
+			fmt.Fprintf(&b, "\n  %s [%d..%d] pid %d epoch %d seq %d attrs %#x", side, h.BaseOffset, h.LastOffset(), h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.Attributes)
+		}
+		t.Logf("%s/%d %s batches around the first difference (batch %d of %d):%s", topic, p, side, at, len(bs), b.String())
+	}
+	line("source", sb)
+	line("destination", db)
+}
+
 // destTotal sums the destination log ends of topics (-1 when unreadable).
 func destTotal(ctx context.Context, cl *kgo.Client, topics []string) int64 {
 	var n int64
@@ -422,6 +463,7 @@ func TestChaosKillRestart(t *testing.T) {
 	for _, tp := range topics {
 		if msg, ok := untilStalled(ctx, time.Minute, func() int64 { return destTotal(ctx, progressCl, topics) }, caughtUp(t, src, dst, tp)); !ok {
 			dumpInstance(t, dst, proc)
+			dumpFailed(t, src, dst)
 			t.Fatalf("%s never caught up after the workload stopped: %s", tp, msg)
 		}
 	}
@@ -430,6 +472,9 @@ func TestChaosKillRestart(t *testing.T) {
 		if r.State != "MIRRORING" {
 			t.Errorf("%s/%d is %s after the chaos: %s", r.Topic, r.Partition, r.State, r.ErrorMessage)
 		}
+	}
+	if t.Failed() {
+		dumpFailed(t, src, dst)
 	}
 	// The last mirrored offsets reach __mirror_state while MIRRORING
 	// (checkpoints), and a SIGKILL leaves them there for describe with no

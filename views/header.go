@@ -256,6 +256,12 @@ func (h *Header) rates() string {
 	if h.sum.WorstLagTime > 0 {
 		where = s.Subtle.Render(" (" + h.sum.WorstAt + ")")
 	}
+	lag += "  " + rpo
+	if nm, ok := notMirrored(s, &h.sum); ok {
+		// Every partition is stopped: what the failover left behind
+		// replaces the lag and the RPO, which no longer move.
+		lag, where = nm, ""
+	}
 	tp := s.Text.Render(fmt.Sprintf("%.2f MB/s  %.0f batches/s", h.sum.BytesPerSec/1e6, h.sum.BatchesPerSec))
 	if h.snap.Observer {
 		// An observer copies nothing: the destination's growth in
@@ -263,13 +269,13 @@ func (h *Header) rates() string {
 		tp = s.Text.Render(recordRate(h.sum.RecordsPerSec) + " into the destination")
 	}
 	for _, line := range []string{
-		lag + "  " + rpo + where + "  " + s.Label.Render("throughput ") + tp,
-		lag + "  " + rpo + "  " + s.Label.Render("throughput ") + tp,
-		lag + "  " + rpo + "  " + tp,
+		lag + where + "  " + s.Label.Render("throughput ") + tp,
+		lag + "  " + s.Label.Render("throughput ") + tp,
+		lag + "  " + tp,
 	} {
 		if ansi.StringWidth(line) <= h.width {
 			return line
 		}
 	}
-	return lag + "  " + rpo + "  " + tp
+	return lag + "  " + tp
 }

@@ -227,6 +227,9 @@ func (v *Mirrors) card(i int) []string {
 	if sum.LagUnknown > 0 {
 		lag = s.Label.Render("lag ") + s.Err.Render("unknown") + "  " + s.Label.Render("RPO ") + s.Err.Render("≥ "+duration(sum.WorstLagTime))
 	}
+	if nm, ok := notMirrored(s, &sum); ok {
+		lag = nm
+	}
 	tp := fmt.Sprintf("%.2f MB/s  %.0f batches/s", sum.BytesPerSec/1e6, sum.BatchesPerSec)
 	if v.snap.Observer {
 		tp = recordRate(sum.RecordsPerSec) + " into the destination"

@@ -144,3 +144,46 @@ func TestHeaderLagUnknownBeforeTheOutageIsKnown(t *testing.T) {
 		t.Fatalf("header with every partition stopped:\n%s", out)
 	}
 }
+
+// TestHeaderSaysWhatTheFailoverLeft: once every partition is stopped the
+// header says how many source records the failover left unmirrored,
+// "unknown" in the error style when the source's end was not known at the
+// stop (its source was gone), never "lag 0".
+func TestHeaderSaysWhatTheFailoverLeft(t *testing.T) {
+	skin := testSkin()
+	stopAll := func(snap *engine.Snapshot, hwm func(p *engine.PartitionSnapshot) int64) {
+		for i := range snap.Mirrors {
+			for j := range snap.Mirrors[i].Partitions {
+				p := &snap.Mirrors[i].Partitions[j]
+				p.State, p.Lag = partition.Stopped, 0
+				p.SourceHWM = hwm(p)
+			}
+		}
+	}
+	for _, w := range []int{80, 160} {
+		h := NewHeader(skin)
+		h.SetSize(w)
+		snap := outageSnapshot()
+		stopAll(&snap, func(p *engine.PartitionSnapshot) int64 { return -1 })
+		h.SetSnapshot(snap, Summarize(&snap))
+		raw := h.View()
+		out := ansi.Strip(raw)
+		if strings.Contains(out, "lag 0") || strings.Contains(out, "RPO≈") || !strings.Contains(out, "failed over, not mirrored unknown") {
+			t.Fatalf("header at %d columns, source gone at the stop:\n%s", w, out)
+		}
+		if !strings.Contains(raw, skin.Err.Render("unknown")) {
+			t.Fatalf("the unknown loss is not in the error style at %d columns", w)
+		}
+
+		snap = tuitest.Snapshot()
+		var want int64
+		stopAll(&snap, func(p *engine.PartitionSnapshot) int64 {
+			want += 3
+			return p.LastOffset + 4 // three records beyond the last mirrored offset
+		})
+		h.SetSnapshot(snap, Summarize(&snap))
+		if out := ansi.Strip(h.View()); !strings.Contains(out, "failed over, not mirrored "+groupDigits(want)+" records") {
+			t.Fatalf("header at %d columns, source known at the stop (%d records behind):\n%s", w, want, out)
+		}
+	}
+}

@@ -27,6 +27,16 @@ type Summary struct {
 	Outages    []Outage
 	LagUnknown int
 
+	// Stopped counts the STOPPED partitions (failed over): their lag is
+	// history, what matters is what the stop left on the source.
+	// NotMirrored sums the source records beyond their last mirrored
+	// offsets where the source's end is known; NotMirroredUnknown
+	// counts those where it is not (the source was unreachable), whose
+	// loss must read "unknown", never 0.
+	Stopped            int
+	NotMirrored        int64
+	NotMirroredUnknown int
+
 	// Work is the long work running, by mirror, topic and kind, in
 	// snapshot order.
 	Work []WorkSum
@@ -84,6 +94,15 @@ func (s *Summary) add(p *engine.PartitionSnapshot) {
 		// look not answered yet): its lag is unknown, not zero.
 		s.LagUnknown++
 	}
+	if p.State == partition.Stopped {
+		s.Stopped++
+		switch {
+		case p.SourceHWM < 0:
+			s.NotMirroredUnknown++
+		case p.SourceHWM > p.LastOffset+1:
+			s.NotMirrored += p.SourceHWM - (p.LastOffset + 1)
+		}
+	}
 	s.TotalLag += p.Lag
 	if p.LagTime > s.WorstLagTime {
 		s.WorstLagTime = p.LagTime
@@ -123,4 +142,22 @@ func stateItems(skin *Skin, counts map[partition.State]int) []string {
 		}
 	}
 	return items
+}
+
+// notMirrored renders what the stop of every partition of sum left on the
+// source, when they are all stopped (ok false otherwise): their lag and
+// RPO no longer move, and a source gone at the stop makes the count
+// unknown, in the error style.
+func notMirrored(skin *Skin, sum *Summary) (string, bool) {
+	if sum.Partitions == 0 || sum.Stopped != sum.Partitions {
+		return "", false
+	}
+	label := skin.Label.Render("failed over, not mirrored ")
+	switch {
+	case sum.NotMirroredUnknown > 0:
+		return label + skin.Err.Render("unknown"), true
+	case sum.NotMirrored > 0:
+		return label + skin.Warn.Render(groupDigits(sum.NotMirrored)+" records"), true
+	}
+	return label + skin.Text.Render("0 records"), true
 }
