@@ -1,11 +1,15 @@
-// Package replica is the destination side of one partition's driver: the
-// sinks that pack the batches of every partition a destination broker leads
-// into shared Produce requests, on order-preserving connections of their
-// own (sink.go, conns.go), and what an append's outcome calls for
-// (outcome.go). It gets what it needs of the destination cluster as a
-// func (NewConns) and never imports package engine; the runner that drives
-// a partition (package engine, runner.go) hands it each batch as an
-// Append.
+// Package replica is one partition's driver: its runner, which aligns the
+// destination partition with the source, mirrors the fetched batches at
+// identical offsets, keeps the mirrored transactions and checkpoints the
+// last mirrored offset (runner.go, lifecycle.go, inbox.go, park.go,
+// align.go, verify.go, produce.go, appendretry.go, txnpath.go,
+// checkpoint.go), and the sinks that pack the batches of every partition a
+// destination broker leads into shared Produce requests, on
+// order-preserving connections of their own (sink.go, conns.go), with
+// what an append's outcome calls for (outcome.go). It never imports
+// package engine: a runner is built with a Deps (deps.go), the mirror's
+// settings, clock, gate, source, destination and events, and the sinks
+// get what they need of the destination as a func (NewConns).
 package replica
 
 import (
