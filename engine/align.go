@@ -81,6 +81,7 @@ func (r *runner) align(ctx context.Context) error {
 		r.fillTo, r.deleteTo = 0, 0
 	}
 	r.pos, r.acked = dstEnd, dstEnd
+	r.sendGen++
 	r.alignedAt = r.m.e.sinceBase(at)
 	r.dropFetch()
 	if r.txm == nil && len(r.restoredTxns()) > 0 {

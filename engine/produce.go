@@ -75,7 +75,7 @@ func (r *runner) sendBatch(ctx context.Context, f *inflight) error {
 	if err := r.m.e.gate.wait(ctx); err != nil {
 		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
 	}
-	f.call = &replica.Append{Topic: r.topic, TopicID: r.dst.topicID, Partition: r.partition, TxnID: f.txnID, Records: f.b}
+	f.call = &replica.Append{Topic: r.topic, TopicID: r.dst.topicID, Partition: r.partition, TxnID: f.txnID, Records: f.b, Gen: r.sendGen}
 	r.m.e.sinks.Issue(r.dst.leader, f.call)
 	return nil
 }
