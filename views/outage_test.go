@@ -175,6 +175,15 @@ func TestHeaderSaysWhatTheFailoverLeft(t *testing.T) {
 			t.Fatalf("the unknown loss is not in the error style at %d columns", w)
 		}
 
+		// The source went after the stop: what its last answers showed
+		// is a lower bound.
+		snap = outageSnapshot()
+		stopAll(&snap, func(p *engine.PartitionSnapshot) int64 { return p.LastOffset + 2 })
+		h.SetSnapshot(snap, Summarize(&snap))
+		if out := ansi.Strip(h.View()); !strings.Contains(out, "failed over, not mirrored ≥ ") {
+			t.Fatalf("header at %d columns, source gone after the stop:\n%s", w, out)
+		}
+
 		snap = tuitest.Snapshot()
 		var want int64
 		stopAll(&snap, func(p *engine.PartitionSnapshot) int64 {

@@ -33,9 +33,12 @@ type Summary struct {
 	// offsets where the source's end is known; NotMirroredUnknown
 	// counts those where it is not (the source was unreachable), whose
 	// loss must read "unknown", never 0.
+	// NotMirroredAtLeast: the source of a stopped partition does not
+	// answer, so its count is only what its last answer showed.
 	Stopped            int
 	NotMirrored        int64
 	NotMirroredUnknown int
+	NotMirroredAtLeast bool
 
 	// Work is the long work running, by mirror, topic and kind, in
 	// snapshot order.
@@ -58,6 +61,11 @@ func (s *Summary) addMirror(m *engine.MirrorSnapshot) {
 	}
 	if !m.SourceReach.Down {
 		return
+	}
+	for j := range m.Partitions {
+		if m.Partitions[j].State == partition.Stopped {
+			s.NotMirroredAtLeast = true
+		}
 	}
 	src := m.Source.ID
 	if len(m.Source.Bootstrap) > 0 {
@@ -146,8 +154,9 @@ func stateItems(skin *Skin, counts map[partition.State]int) []string {
 
 // notMirrored renders what the stop of every partition of sum left on the
 // source, when they are all stopped (ok false otherwise): their lag and
-// RPO no longer move, and a source gone at the stop makes the count
-// unknown, in the error style.
+// RPO no longer move. A source gone at the stop makes the count unknown,
+// or with a source that no longer answers a lower bound (its last
+// answer), both in the error style.
 func notMirrored(skin *Skin, sum *Summary) (string, bool) {
 	if sum.Partitions == 0 || sum.Stopped != sum.Partitions {
 		return "", false
@@ -156,6 +165,8 @@ func notMirrored(skin *Skin, sum *Summary) (string, bool) {
 	switch {
 	case sum.NotMirroredUnknown > 0:
 		return label + skin.Err.Render("unknown"), true
+	case sum.NotMirroredAtLeast:
+		return label + skin.Err.Render("≥ "+groupDigits(sum.NotMirrored)+" records"), true
 	case sum.NotMirrored > 0:
 		return label + skin.Warn.Render(groupDigits(sum.NotMirrored)+" records"), true
 	}

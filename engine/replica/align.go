@@ -82,6 +82,7 @@ func (r *Runner) align(ctx context.Context) error {
 		r.fillTo, r.deleteTo = 0, 0
 	}
 	r.pos, r.acked = dstEnd, dstEnd
+	r.sendGen++
 	r.alignedAt = r.deps.SinceBase(at)
 	r.dropFetch()
 	if r.txm == nil && len(r.restoredTxns()) > 0 {

@@ -99,6 +99,7 @@ func (r *Runner) resend(ctx context.Context, f *inflight, attempt int, cause err
 		return fmt.Errorf("%w: append %s/%d at %d: destination topic id changed while the outcome was unknown: %w", errRealign, r.topic, r.partition, f.base, cause)
 	}
 	r.dst = rt
+	r.sendGen++ // what the sink still holds of the partition is stale
 	if err := r.sendBatch(ctx, f); err != nil {
 		r.unsend(0)
 		return nil // completeOnce reports f unsent, and the next attempt resends

@@ -74,7 +74,7 @@ func (r *Runner) sendBatch(ctx context.Context, f *inflight) error {
 	if err := r.deps.Gate.Wait(ctx); err != nil {
 		return fmt.Errorf("append to %s/%d: %w", r.topic, r.partition, err)
 	}
-	f.call = &Append{Topic: r.topic, TopicID: r.dst.TopicID, Partition: r.partition, TxnID: f.txnID, Records: f.b}
+	f.call = &Append{Topic: r.topic, TopicID: r.dst.TopicID, Partition: r.partition, TxnID: f.txnID, Records: f.b, Gen: r.sendGen}
 	r.deps.Sinks.Issue(r.dst.Leader, f.call)
 	return nil
 }

@@ -43,7 +43,11 @@ type Runner struct {
 	parking     bool        // the loop is to park the runner (park.go)
 	starting    bool        // the runner holds a start slot (starter)
 	parked      atomic.Bool // no goroutine runs the runner: the next wake starts one
-	writer      batch.Writer
+	// sendGen is the generation of the runner's appends (Append's
+	// Gen): a resend or an alignment moves it on, lifting the mute a
+	// failed append put on the partition in its sink.
+	sendGen uint32
+	writer  batch.Writer
 
 	inflight []inflight // issued batches, oldest first
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/wire"
@@ -39,6 +40,10 @@ var (
 	// ErrMalformedProduce is the outcome of an append whose partition the
 	// Produce answer leaves out.
 	ErrMalformedProduce = errors.New("malformed produce response")
+	// ErrMuted is the outcome of an append not sent because an earlier
+	// append of its partition failed: sent after it, it could land
+	// before that one's resend.
+	ErrMuted = errors.New("not sent: an earlier append of the partition failed")
 )
 
 // Append is one batch's append through a sink and, once Done is closed,
@@ -49,6 +54,9 @@ type Append struct {
 	Partition int32
 	TxnID     *string // a mirrored transaction's: such a batch shares a request only with batches of the same id
 	Records   []byte
+	// Gen is the partition's send generation: the runner moves it on
+	// when it resends or aligns, which lifts a mute (appendSink.mute).
+	Gen uint32
 
 	done chan struct{}
 	resp kmsg.ProduceResponseTopicPartition // the partition's answer, when err is nil
@@ -133,24 +141,76 @@ func (s *Sinks) Close() {
 // carries at most one batch per partition, and a partition's batches go in
 // the order they were issued, in requests written in that order on one
 // connection, so the broker sees each partition's sequences in order.
+//
+// Once an append fails, its partition is muted: what it still has queued,
+// and what it issues until its runner resends or aligns again (a newer
+// Gen), fails unsent. The broker's sequence checks keep one writer's
+// batches in order, but not batches of different producers (kmirror's
+// writer and a mirrored transaction's): a later batch of another
+// producer sent on a new connection while an earlier one's outcome is
+// unknown could land at the earlier one's offset.
 type appendSink struct {
 	pool    *Conns
 	slot    connSlot
 	timeout int32
 
 	mu    sync.Mutex
-	queue []*Append // issued, not sent, oldest first
+	queue []*Append          // issued, not sent, oldest first
+	muted map[sinkKey]uint32 // by partition (by name), the Gen of its failed append
 	wake  chan struct{}
 }
 
 func (s *appendSink) add(c *Append) {
 	s.mu.Lock()
+	k := sinkKey{topic: c.Topic, partition: c.Partition}
+	if g, ok := s.muted[k]; ok {
+		if !newerGen(c.Gen, g) {
+			s.mu.Unlock()
+			c.finish(nil, ErrMuted, time.Now())
+			return
+		}
+		delete(s.muted, k) // the runner resends or aligned again
+	}
 	s.queue = append(s.queue, c)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// newerGen compares send generations across their wrap.
+func newerGen(a, b uint32) bool { return int32(a-b) > 0 }
+
+// mute stops the partitions of calls, failed appends, from sending
+// anything more of their generation: their queued appends fail unsent.
+// A failure of an older generation than the partition's newest mute
+// changes nothing.
+func (s *appendSink) mute(calls []*Append) {
+	s.mu.Lock()
+	for _, c := range calls {
+		k := sinkKey{topic: c.Topic, partition: c.Partition}
+		if g, ok := s.muted[k]; ok && !newerGen(c.Gen, g) {
+			continue
+		}
+		if s.muted == nil {
+			s.muted = make(map[sinkKey]uint32)
+		}
+		s.muted[k] = c.Gen
+	}
+	var drop []*Append
+	keep := s.queue[:0]
+	for _, c := range s.queue {
+		if g, ok := s.muted[sinkKey{topic: c.Topic, partition: c.Partition}]; ok && !newerGen(c.Gen, g) {
+			drop = append(drop, c)
+			continue
+		}
+		keep = append(keep, c)
+	}
+	clear(s.queue[len(keep):])
+	s.queue = keep
+	s.mu.Unlock()
+	s.fail(drop, ErrMuted, time.Now())
 }
 
 // sentRequest is a Produce request in flight and the appends it carries.
@@ -178,7 +238,7 @@ func (s *appendSink) run(ctx context.Context) {
 		if len(flight) < sinkInFlight && s.queued() {
 			var err error
 			if conn, err = s.connect(ctx, conn); err != nil {
-				s.failQueued(err)
+				s.mute(s.failQueued(err))
 				continue
 			}
 			req, calls := s.take()
@@ -187,6 +247,7 @@ func (s *appendSink) run(ctx context.Context) {
 				s.pool.failed(s.slot, conn, err)
 				conn = nil
 				s.fail(calls, fmt.Errorf("produce to destination broker %d: %w", s.slot.broker, err), time.Now())
+				s.mute(calls)
 				continue
 			}
 			flight = append(flight, sentRequest{p: p, conn: conn, calls: calls})
@@ -203,8 +264,18 @@ func (s *appendSink) run(ctx context.Context) {
 			sr := flight[0]
 			flight[0] = sentRequest{}
 			flight = flight[1:]
-			if s.answer(sr) && sr.conn == conn {
-				conn = nil
+			if s.answer(sr) {
+				// Every request still out on that connection is
+				// lost with it: mute their partitions now, before
+				// anything goes out on a new one.
+				for _, o := range flight {
+					if o.conn == sr.conn {
+						s.mute(o.calls)
+					}
+				}
+				if sr.conn == conn {
+					conn = nil
+				}
 			}
 		}
 	}
@@ -228,13 +299,14 @@ func (s *appendSink) queued() bool {
 	return len(s.queue) > 0
 }
 
-// failQueued fails every append not sent yet.
-func (s *appendSink) failQueued(err error) {
+// failQueued fails every append not sent yet and returns them.
+func (s *appendSink) failQueued(err error) []*Append {
 	s.mu.Lock()
 	q := s.queue
 	s.queue = nil
 	s.mu.Unlock()
 	s.fail(q, err, time.Now())
+	return q
 }
 
 func (s *appendSink) fail(calls []*Append, err error, at time.Time) {
@@ -310,6 +382,7 @@ func (s *appendSink) answer(sr sentRequest) (connFailed bool) {
 	if err != nil {
 		s.pool.failed(s.slot, sr.conn, err)
 		s.fail(sr.calls, err, at)
+		s.mute(sr.calls)
 		return errors.Is(err, wire.ErrConnClosed)
 	}
 	resp := raw.(*kmsg.ProduceResponse)
@@ -325,17 +398,27 @@ func (s *appendSink) answer(sr sentRequest) (connFailed bool) {
 			answers[k] = &t.Partitions[j]
 		}
 	}
+	var failed []*Append
 	for _, c := range sr.calls {
 		k := sinkKey{topic: c.Topic, partition: c.Partition}
 		if byID {
 			k = sinkKey{id: c.TopicID, partition: c.Partition}
 		}
-		if a, ok := answers[k]; ok {
-			c.finish(a, nil, at)
-		} else {
+		a, ok := answers[k]
+		switch {
+		case !ok:
+			failed = append(failed, c)
 			c.finish(nil, ErrMalformedProduce, at)
+		case a.ErrorCode != 0 && a.ErrorCode != kerr.DuplicateSequenceNumber.Code:
+			// The partition's runner resends or aligns; a resend
+			// answered DUPLICATE_SEQUENCE_NUMBER may have landed.
+			failed = append(failed, c)
+			c.finish(a, nil, at)
+		default:
+			c.finish(a, nil, at)
 		}
 	}
+	s.mute(failed)
 	return false
 }
 

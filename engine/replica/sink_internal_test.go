@@ -1,0 +1,108 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine/batch"
+	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/wire"
+)
+
+// TestFailedAppendMutesItsPartition: once an append fails (its connection
+// lost, or an error for its partition), nothing more of that partition
+// goes out until its runner resends or aligns (a newer Gen): a later batch
+// of another producer would otherwise land where the failed one belongs,
+// and no sequence check would stop it.
+func TestFailedAppendMutesItsPartition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cl := enginetest.NewCluster(t, "kmirror-test-sink")
+	const topic = "muted"
+	cl.CreateTopic(t, topic, 1, nil)
+	adm := kadm.NewClient(cl.Client(t))
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[int32]string{}
+	for _, b := range md.Brokers {
+		addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	td := md.Topics[topic]
+	leader, id := td.Partitions[0].Leader, [16]byte(td.ID)
+	pool := NewConns(func(context.Context) (map[int32]string, error) { return addrs, nil }, wire.Options{ClientID: "kmirror-test"})
+	sinks := NewSinks(pool, 5*time.Second)
+	t.Cleanup(sinks.Close)
+
+	b, err := batch.Build(kgo.NoCompression(), time.Now().UnixMilli(), batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAs := func(gen uint32) (*kmsg.ProduceResponseTopicPartition, error) {
+		c := &Append{Topic: topic, TopicID: id, Partition: 0, Records: b, Gen: gen}
+		sinks.Issue(leader, c)
+		return c.Wait(ctx)
+	}
+	end := func() int64 {
+		_, e, err := enginetest.Offsets(ctx, adm, topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+
+	// The connection is lost with the first Produce, unapplied.
+	cl.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		return nil, errors.New("connection cut by the test"), true
+	})
+	if _, err := appendAs(0); err == nil {
+		t.Fatal("the append whose connection was cut succeeded")
+	}
+	if _, err := appendAs(0); !errors.Is(err, ErrMuted) {
+		t.Fatalf("a later append of the same generation: %v, want %v", err, ErrMuted)
+	}
+	if e := end(); e != 0 {
+		t.Fatalf("the muted partition was appended to: log end %d", e)
+	}
+	if p, err := appendAs(1); err != nil || p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("the resend (a newer generation): %+v, %v", p, err)
+	}
+
+	// An error for the partition in the answer mutes it too.
+	cl.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	if p, err := appendAs(1); err != nil || p.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("the append answered NOT_LEADER_OR_FOLLOWER: %+v, %v", p, err)
+	}
+	if _, err := appendAs(1); !errors.Is(err, ErrMuted) {
+		t.Fatalf("a later append of the same generation after an error answer: %v, want %v", err, ErrMuted)
+	}
+	if p, err := appendAs(2); err != nil || p.ErrorCode != 0 || p.BaseOffset != 1 {
+		t.Fatalf("the resend after the error answer: %+v, %v", p, err)
+	}
+	if e := end(); e != 2 {
+		t.Fatalf("log end %d, want 2: only the two resends landed", e)
+	}
+}
