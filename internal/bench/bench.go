@@ -507,10 +507,20 @@ func (b *bench) finishReport(ctx context.Context, rep *report, began time.Time, 
 	o := b.opts
 	if o.measure[measureScale] {
 		pts, err := b.measureScale(ctx, o.scale, min(o.scaleTopic, slicesMin(o.scale)))
-		if err != nil {
-			return nil, fmt.Errorf("scale: %w", err)
-		}
 		rep.setScale(pts)
+		if err != nil {
+			// What was measured is reported; the count that failed
+			// and the counts after it miss their goals.
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("scale: %w", err)
+			}
+			b.progress("scale: %v", err)
+			rep.ScaleError = err.Error()
+			rep.ScaleFailed = o.scale[len(pts)]
+			if len(pts) == 0 {
+				rep.ScaleFailed = slices.Max(o.scale)
+			}
+		}
 	}
 	rep.ElapsedS = time.Since(began).Seconds()
 	rep.Config.LoadAvgStart, rep.Config.LoadAvgEnd = load, loadAvg()

@@ -275,3 +275,37 @@ func TestAppendExpected(t *testing.T) {
 		t.Fatalf("4ms round trip: got %v, want [4]", got)
 	}
 }
+
+// TestFailedScaleCountMissesItsGoals: when the largest idle count cannot
+// be measured (its start ran out of time), the report keeps what the
+// smaller counts measured and misses the largest count's goals, naming
+// the error, instead of failing the whole run or letting a smaller count
+// claim them.
+func TestFailedScaleCountMissesItsGoals(t *testing.T) {
+	r := &report{}
+	r.setScale([]scalePoint{{Partitions: 1000, StartS: 1, StopS: 0.1}, {Partitions: 10_000, StartS: 5, StopS: 2}})
+	r.ScaleFailed, r.ScaleError = 100_000, "100000 partitions: start not done within 10m0s"
+	r.setGoals()
+	missed := 0
+	for _, g := range r.Goals {
+		if strings.Contains(g.Name, "10000 ") && !strings.Contains(g.Name, "100000") {
+			t.Errorf("a smaller count claims a goal: %+v", g)
+		}
+		if strings.Contains(g.Name, "100000") {
+			if g.Met || !strings.Contains(g.Note, "start not done") {
+				t.Errorf("goal of the failed count: %+v", g)
+			}
+			missed++
+		}
+	}
+	if missed != 5 {
+		t.Fatalf("%d goals of the failed count, want 5: %+v", missed, r.Goals)
+	}
+	var sb strings.Builder
+	if err := writeTable(&sb, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sb.String(), "MISSED (not measured: 100000 partitions: start not done") {
+		t.Fatalf("table:\n%s", sb.String())
+	}
+}
