@@ -60,26 +60,20 @@ func keyOf(p *engine.PartitionSnapshot) PartKey {
 // snapshot and renders only the rows that fit, so ten thousand partitions
 // cost the same per frame as twenty.
 type Partitions struct {
-	skin          *Skin
-	km            keymap.KeyMap
-	width, height int
-	cols          []column
+	skin *Skin
+	km   keymap.KeyMap
+
+	// rows point into snap
+	list[*engine.PartitionSnapshot, PartKey]
 
 	snap    engine.Snapshot
-	etas    *ETAs                       // catch-up estimates of snap; nil shows "—"
-	mirrorW int                         // MIRROR column width; 0 with one mirror
-	rows    []*engine.PartitionSnapshot // filtered and sorted; points into snap
-	scoped  int                         // partitions in the mirror scope, before the filter
+	etas    *ETAs // catch-up estimates of snap; nil shows "—"
+	mirrorW int   // MIRROR column width; 0 with one mirror
+	scoped  int   // partitions in the mirror scope, before the filter
 
-	cursor, offset int
-	sel            PartKey
-	hasSel         bool
-	marks          map[PartKey]struct{}
-	sortKey        SortKey
-	mirror         string // show only this mirror ("" = all)
-
-	filter  Filter
-	matches map[string]bool // topic → filter match, reset when the filter changes
+	marks   map[PartKey]struct{}
+	sortKey SortKey
+	mirror  string // show only this mirror ("" = all)
 
 	// fromTopics is set while the table shows one topic opened from the
 	// topics view: esc restores what it held and goes back there.
@@ -92,7 +86,9 @@ type topicOrigin struct{ filter, mirror string }
 
 // NewPartitions returns an empty table.
 func NewPartitions(skin *Skin, km keymap.KeyMap) *Partitions {
-	return &Partitions{skin: skin, km: km, marks: map[PartKey]struct{}{}}
+	v := &Partitions{skin: skin, km: km, marks: map[PartKey]struct{}{}}
+	v.list = newList(keyOf, v.rebuild)
+	return v
 }
 
 // SetSize implements Component.
@@ -161,29 +157,7 @@ func (v *Partitions) Help() []keymap.Entry { return v.km.ForScope(keymap.ScopePa
 func (v *Partitions) Capturing() bool { return v.filter.Editing() }
 
 // Selected returns the partition under the cursor.
-func (v *Partitions) Selected() (PartKey, bool) {
-	if v.cursor < len(v.rows) {
-		return keyOf(v.rows[v.cursor]), true
-	}
-	return PartKey{}, false
-}
-
-func (v *Partitions) visibleRows() int { return max(v.height-2, 0) }
-
-func (v *Partitions) topicMatches(topic string) bool {
-	if !v.filter.Active() {
-		return true
-	}
-	if v.matches == nil {
-		v.matches = map[string]bool{}
-	}
-	m, ok := v.matches[topic]
-	if !ok {
-		m = v.filter.Match(topic)
-		v.matches[topic] = m
-	}
-	return m
-}
+func (v *Partitions) Selected() (PartKey, bool) { return v.selected() }
 
 func (v *Partitions) rebuild() {
 	v.rows = v.rows[:0]
@@ -238,42 +212,6 @@ func (v *Partitions) sortRows() {
 	}
 }
 
-func (v *Partitions) restoreCursor() {
-	if v.hasSel {
-		for i, p := range v.rows {
-			if keyOf(p) == v.sel {
-				v.cursor = i
-				v.clampScroll()
-				return
-			}
-		}
-	}
-	v.moveTo(v.cursor)
-}
-
-func (v *Partitions) moveTo(i int) {
-	v.cursor = max(min(i, len(v.rows)-1), 0)
-	if v.cursor < len(v.rows) {
-		v.sel, v.hasSel = keyOf(v.rows[v.cursor]), true
-	}
-	v.clampScroll()
-}
-
-func (v *Partitions) clampScroll() {
-	n := v.visibleRows()
-	if n == 0 {
-		v.offset = 0
-		return
-	}
-	if v.cursor < v.offset {
-		v.offset = v.cursor
-	}
-	if v.cursor >= v.offset+n {
-		v.offset = v.cursor - n + 1
-	}
-	v.offset = max(min(v.offset, len(v.rows)-n), 0)
-}
-
 // setFilter applies text as the topic filter (see Filter for "!re" and
 // invalid expressions).
 func (v *Partitions) setFilter(text string) {
@@ -282,45 +220,15 @@ func (v *Partitions) setFilter(text string) {
 	}
 }
 
-func (v *Partitions) refilter() {
-	v.matches = nil
-	v.rebuild()
-}
-
 // Update implements Component.
 func (v *Partitions) Update(msg tea.Msg) tea.Cmd {
-	if v.filter.Editing() {
-		if v.filter.Update(msg) != FilterUnchanged {
-			v.refilter()
-		}
-		return nil
-	}
-	switch msg := msg.(type) {
-	case tea.MouseClickMsg:
-		if row := msg.Y - 2; row >= 0 && msg.Button == tea.MouseLeft {
-			v.moveTo(v.offset + row)
-		}
-		return nil
-	case tea.MouseWheelMsg:
-		v.moveTo(v.cursor + wheelStep(msg))
-		return nil
-	case tea.KeyPressMsg:
-		return v.key(msg)
-	}
-	return nil
-}
-
-func (v *Partitions) key(k tea.KeyPressMsg) tea.Cmd {
-	a := v.km.Match(k, keymap.ScopePartitions)
-	if i, ok := listMove(a, v.cursor, v.visibleRows(), len(v.rows)); ok {
-		v.moveTo(i)
+	a, ok := v.update(msg, v.km, keymap.ScopePartitions)
+	if !ok {
 		return nil
 	}
 	switch a {
 	case keymap.Mark:
 		v.toggleMark()
-	case keymap.Filter:
-		v.filter.Open()
 	case keymap.Sort:
 		v.sortKey = v.sortKey.next()
 		v.sortRows()

@@ -14,23 +14,7 @@ const lagTimeWarn = time.Minute
 // View implements Component: an info line, the column header and the
 // visible rows.
 func (v *Partitions) View() string {
-	if v.width <= 0 || v.height <= 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString(v.infoLine())
-	b.WriteByte('\n')
-	b.WriteString(v.headerLine())
-	n := v.visibleRows()
-	if len(v.rows) == 0 && n > 0 {
-		b.WriteByte('\n')
-		b.WriteString(v.skin.Subtle.Render("  " + v.emptyText()))
-	}
-	for i := v.offset; i < len(v.rows) && i < v.offset+n; i++ {
-		b.WriteByte('\n')
-		b.WriteString(v.rowLine(v.rows[i], i == v.cursor))
-	}
-	return block(b.String(), v.width, v.height)
+	return v.view(v.skin, v.infoLine, v.emptyText, v.rowLine)
 }
 
 func (v *Partitions) emptyText() string {
@@ -40,41 +24,20 @@ func (v *Partitions) emptyText() string {
 	case v.scoped == 0:
 		return "no partitions yet (waiting for the engine)"
 	}
-	if strings.HasPrefix(v.filter.Text(), "!") {
-		return "every topic matches /" + v.filter.Text()[1:] + "/ (esc clears the filter)"
-	}
-	return "no topic matches /" + v.filter.Text() + "/ (esc clears the filter)"
+	return v.noMatchText()
 }
 
 func (v *Partitions) infoLine() string {
 	s := v.skin
-	if v.filter.Editing() {
-		return v.filter.PromptLine(s, v.width)
-	}
-	parts := []string{s.Label.Render("showing ") + s.Text.Render(groupDigits(int64(len(v.rows)))+" of "+groupDigits(int64(v.scoped)))}
+	lead := []string{s.Label.Render("showing ") + s.Text.Render(groupDigits(int64(len(v.rows)))+" of "+groupDigits(int64(v.scoped)))}
 	if v.mirror != "" {
-		parts = append(parts, s.Label.Render("mirror ")+s.Text.Render(v.mirror))
+		lead = append(lead, s.Label.Render("mirror ")+s.Text.Render(v.mirror))
 	}
-	if l := v.filter.Label(s); l != "" {
-		parts = append(parts, l)
-	}
-	parts = append(parts, s.Label.Render("sort ")+s.Text.Render(v.sortKey.String()))
+	var tail []string
 	if len(v.marks) > 0 {
-		parts = append(parts, s.Marked.Render(itoa(len(v.marks))+" marked"))
+		tail = append(tail, s.Marked.Render(itoa(len(v.marks))+" marked"))
 	}
-	return strings.Join(parts, "  ")
-}
-
-func (v *Partitions) headerLine() string {
-	var b strings.Builder
-	b.WriteString(strings.Repeat(" ", gutterWidth))
-	for i, c := range v.cols {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(fit(c.id.String(), c.width, c.right))
-	}
-	return v.skin.ColumnHeader.Render(b.String())
+	return v.list.infoLine(s, lead, v.sortKey.String(), tail...)
 }
 
 func (v *Partitions) cellText(c column, p *engine.PartitionSnapshot) string {

@@ -114,28 +114,26 @@ func topicRows(snap *engine.Snapshot, etas *ETAs, into []topicRow) []topicRow {
 // a mirror has thousands of partitions. Rows are aggregated, filtered and
 // sorted once per snapshot; a frame renders only the visible window.
 type Topics struct {
-	skin          *Skin
-	km            keymap.KeyMap
-	width, height int
-	cols          []column
+	skin *Skin
+	km   keymap.KeyMap
+
+	// rows point into all
+	list[*topicRow, TopicKey]
 
 	snap       engine.Snapshot
 	etas       *ETAs
 	mirrorW    int
 	all        []topicRow
-	rows       []*topicRow // filtered and sorted; points into all
-	partitions int         // in the snapshot
-
-	cursor, offset int
-	sel            TopicKey
-	hasSel         bool
-	sortKey        TopicSortKey
-	filter         Filter
-	matches        map[string]bool // topic → filter match, reset when the filter changes
+	partitions int // in the snapshot
+	sortKey    TopicSortKey
 }
 
 // NewTopics returns an empty topics view.
-func NewTopics(skin *Skin, km keymap.KeyMap) *Topics { return &Topics{skin: skin, km: km} }
+func NewTopics(skin *Skin, km keymap.KeyMap) *Topics {
+	v := &Topics{skin: skin, km: km}
+	v.list = newList((*topicRow).key, v.rebuild)
+	return v
+}
 
 // SetSize implements Component.
 func (v *Topics) SetSize(width, height int) {
@@ -170,14 +168,7 @@ func (v *Topics) Help() []keymap.Entry { return v.km.ForScope(keymap.ScopeTopics
 func (v *Topics) Capturing() bool { return v.filter.Editing() }
 
 // Selected returns the topic under the cursor.
-func (v *Topics) Selected() (TopicKey, bool) {
-	if v.cursor < len(v.rows) {
-		return v.rows[v.cursor].key(), true
-	}
-	return TopicKey{}, false
-}
-
-func (v *Topics) visibleRows() int { return max(v.height-2, 0) }
+func (v *Topics) Selected() (TopicKey, bool) { return v.selected() }
 
 func (v *Topics) rebuild() {
 	v.rows = v.rows[:0]
@@ -188,21 +179,6 @@ func (v *Topics) rebuild() {
 	}
 	v.sortRows()
 	v.restoreCursor()
-}
-
-func (v *Topics) topicMatches(topic string) bool {
-	if !v.filter.Active() {
-		return true
-	}
-	if v.matches == nil {
-		v.matches = map[string]bool{}
-	}
-	m, ok := v.matches[topic]
-	if !ok {
-		m = v.filter.Match(topic)
-		v.matches[topic] = m
-	}
-	return m
 }
 
 func topicByName(a, b *topicRow) int {
@@ -229,77 +205,13 @@ func (v *Topics) sortRows() {
 	slices.SortFunc(v.rows, func(a, b *topicRow) int { return cmp.Or(by(a, b), topicByName(a, b)) })
 }
 
-func (v *Topics) restoreCursor() {
-	if v.hasSel {
-		for i, r := range v.rows {
-			if r.key() == v.sel {
-				v.cursor = i
-				v.clampScroll()
-				return
-			}
-		}
-	}
-	v.moveTo(v.cursor)
-}
-
-func (v *Topics) moveTo(i int) {
-	v.cursor = max(min(i, len(v.rows)-1), 0)
-	if v.cursor < len(v.rows) {
-		v.sel, v.hasSel = v.rows[v.cursor].key(), true
-	}
-	v.clampScroll()
-}
-
-func (v *Topics) clampScroll() {
-	n := v.visibleRows()
-	if n == 0 {
-		v.offset = 0
-		return
-	}
-	if v.cursor < v.offset {
-		v.offset = v.cursor
-	}
-	if v.cursor >= v.offset+n {
-		v.offset = v.cursor - n + 1
-	}
-	v.offset = max(min(v.offset, len(v.rows)-n), 0)
-}
-
-func (v *Topics) refilter() {
-	v.matches = nil
-	v.rebuild()
-}
-
 // Update implements Component.
 func (v *Topics) Update(msg tea.Msg) tea.Cmd {
-	if v.filter.Editing() {
-		if v.filter.Update(msg) != FilterUnchanged {
-			v.refilter()
-		}
-		return nil
-	}
-	switch msg := msg.(type) {
-	case tea.MouseClickMsg:
-		if row := msg.Y - 2; row >= 0 && msg.Button == tea.MouseLeft {
-			v.moveTo(v.offset + row)
-		}
-	case tea.MouseWheelMsg:
-		v.moveTo(v.cursor + wheelStep(msg))
-	case tea.KeyPressMsg:
-		return v.key(msg)
-	}
-	return nil
-}
-
-func (v *Topics) key(k tea.KeyPressMsg) tea.Cmd {
-	a := v.km.Match(k, keymap.ScopeTopics)
-	if i, ok := listMove(a, v.cursor, v.visibleRows(), len(v.rows)); ok {
-		v.moveTo(i)
+	a, ok := v.update(msg, v.km, keymap.ScopeTopics)
+	if !ok {
 		return nil
 	}
 	switch a {
-	case keymap.Filter:
-		v.filter.Open()
 	case keymap.TopicSort:
 		v.sortKey = v.sortKey.next()
 		v.sortRows()

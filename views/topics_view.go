@@ -38,60 +38,22 @@ func stateCode(s partition.State) string {
 // View implements Component: an info line, the column header and the
 // visible rows.
 func (v *Topics) View() string {
-	if v.width <= 0 || v.height <= 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString(v.infoLine())
-	b.WriteByte('\n')
-	b.WriteString(v.headerLine())
-	n := v.visibleRows()
-	if len(v.rows) == 0 && n > 0 {
-		b.WriteByte('\n')
-		b.WriteString(v.skin.Subtle.Render("  " + v.emptyText()))
-	}
-	for i := v.offset; i < len(v.rows) && i < v.offset+n; i++ {
-		b.WriteByte('\n')
-		b.WriteString(v.rowLine(v.rows[i], i == v.cursor))
-	}
-	return block(b.String(), v.width, v.height)
+	return v.view(v.skin, v.infoLine, v.emptyText, v.rowLine)
 }
 
 func (v *Topics) emptyText() string {
-	switch {
-	case len(v.all) == 0:
+	if len(v.all) == 0 {
 		return "no topics yet (waiting for the engine)"
-	case strings.HasPrefix(v.filter.Text(), "!"):
-		return "every topic matches /" + v.filter.Text()[1:] + "/ (esc clears the filter)"
 	}
-	return "no topic matches /" + v.filter.Text() + "/ (esc clears the filter)"
+	return v.noMatchText()
 }
 
 func (v *Topics) infoLine() string {
 	s := v.skin
-	if v.filter.Editing() {
-		return v.filter.PromptLine(s, v.width)
-	}
-	parts := []string{s.Label.Render("showing ") +
+	showing := s.Label.Render("showing ") +
 		s.Text.Render(groupDigits(int64(len(v.rows)))+" of "+groupDigits(int64(len(v.all)))+" topics") +
-		s.Subtle.Render(" ("+groupDigits(int64(v.partitions))+" partitions)")}
-	if l := v.filter.Label(s); l != "" {
-		parts = append(parts, l)
-	}
-	parts = append(parts, s.Label.Render("sort ")+s.Text.Render(v.sortKey.String()))
-	return strings.Join(parts, "  ")
-}
-
-func (v *Topics) headerLine() string {
-	var b strings.Builder
-	b.WriteString(strings.Repeat(" ", gutterWidth))
-	for i, c := range v.cols {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(fit(c.id.String(), c.width, c.right))
-	}
-	return v.skin.ColumnHeader.Render(b.String())
+		s.Subtle.Render(" ("+groupDigits(int64(v.partitions))+" partitions)")
+	return v.list.infoLine(s, []string{showing}, v.sortKey.String())
 }
 
 // statesText is the compact counts, in the order partition.States lists
