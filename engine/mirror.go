@@ -285,17 +285,9 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 // sourcePartitions checks the source topic, creates or corrects the
 // destination topic and returns the partitions to mirror.
 func (m *mirror) sourcePartitions(ctx context.Context, topic string) ([]int32, error) {
-	meta, err := m.src.metadata(ctx, []string{topic})
+	meta, tm, err := m.topicMetadata(ctx, m.src, "source topic", topic)
 	if err != nil {
 		return nil, err
-	}
-	tm, ok := meta.topics[topic]
-	if !ok || tm.err != nil {
-		var err error = kerr.UnknownTopicOrPartition
-		if ok {
-			err = tm.err
-		}
-		return nil, fmt.Errorf("mirror %s: source topic %s: %w", m.cfg.Name, topic, err)
 	}
 	if meta.clusterID != m.sourceID {
 		return nil, fmt.Errorf("mirror %s: %w: the source bootstrap reaches cluster %s, the mirror was created against %s", m.cfg.Name, ErrSourceClusterChanged, meta.clusterID, m.sourceID)
@@ -313,11 +305,7 @@ func (m *mirror) sourcePartitions(ctx context.Context, topic string) ([]int32, e
 	if err := m.e.ensureTopics(ctx, m.src, meta, []string{topic}); err != nil {
 		return nil, fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
 	}
-	parts := make([]int32, len(tm.partitions))
-	for i := range parts {
-		parts[i] = int32(i)
-	}
-	return parts, nil
+	return partitionNumbers(tm), nil
 }
 
 // errTopicStopped: the topic is failed over, the destination topic is not
@@ -326,9 +314,20 @@ var errTopicStopped = errors.New("topic is stopped (failed over)")
 
 // destPartitions returns the partitions of the destination topic.
 func (m *mirror) destPartitions(ctx context.Context, topic string) ([]int32, error) {
-	meta, err := m.e.dst.metadata(ctx, []string{topic})
+	_, tm, err := m.topicMetadata(ctx, m.e.dst, "stopped destination topic", topic)
 	if err != nil {
 		return nil, err
+	}
+	return partitionNumbers(tm), nil
+}
+
+// topicMetadata asks c for one topic. A topic c does not know, or answers
+// with an error for, is that error, naming the mirror and what (the role
+// of the topic) and topic.
+func (m *mirror) topicMetadata(ctx context.Context, c *cluster, what, topic string) (clusterMeta, topicMeta, error) {
+	meta, err := c.metadata(ctx, []string{topic})
+	if err != nil {
+		return clusterMeta{}, topicMeta{}, err
 	}
 	tm, ok := meta.topics[topic]
 	if !ok || tm.err != nil {
@@ -336,13 +335,18 @@ func (m *mirror) destPartitions(ctx context.Context, topic string) ([]int32, err
 		if ok {
 			err = tm.err
 		}
-		return nil, fmt.Errorf("mirror %s: stopped destination topic %s: %w", m.cfg.Name, topic, err)
+		return clusterMeta{}, topicMeta{}, fmt.Errorf("mirror %s: %s %s: %w", m.cfg.Name, what, topic, err)
 	}
+	return meta, tm, nil
+}
+
+// partitionNumbers is 0 to the topic's partition count - 1.
+func partitionNumbers(tm topicMeta) []int32 {
 	parts := make([]int32, len(tm.partitions))
 	for i := range parts {
 		parts[i] = int32(i)
 	}
-	return parts, nil
+	return parts
 }
 
 // runnersOf returns the runners of one topic.
