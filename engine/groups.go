@@ -63,16 +63,7 @@ func (m *mirror) syncGroups(ctx context.Context) {
 	if m.settings().groupSync.interval <= 0 {
 		return
 	}
-	// The interval is read every round: an --alter changes it live.
-	t := time.NewTimer(m.settings().groupSync.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		t.Reset(max(m.settings().groupSync.interval, time.Millisecond))
+	every(ctx, func() time.Duration { return m.settings().groupSync.interval }, func() {
 		topics := m.syncedTopics()
 		err := m.syncGroupsOnce(ctx, topics)
 		if err != nil && ctx.Err() == nil {
@@ -88,7 +79,7 @@ func (m *mirror) syncGroups(ctx context.Context) {
 			m.groupLast = m.e.now()
 		}
 		m.mu.Unlock()
-	}
+	})
 }
 
 // syncedTopics are the topics whose group offsets are synced: mirrored and

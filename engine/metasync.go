@@ -153,8 +153,15 @@ func (m *mirror) metaSync(ctx context.Context) {
 	if cfg := m.settings().metaSync; cfg.interval <= 0 || cfg.state == nil {
 		return
 	}
-	// The interval is read every round: an --alter changes it live.
-	t := time.NewTimer(m.settings().metaSync.interval)
+	every(ctx, func() time.Duration { return m.settings().metaSync.interval }, func() { m.metaSyncOnce(ctx) })
+}
+
+// every runs round once an interval until ctx ends, the first after one
+// interval. The interval is read every round, so an --alter changes it
+// live; it counts from the end of a round, so a slow round is never
+// followed by another at once.
+func every(ctx context.Context, interval func() time.Duration, round func()) {
+	t := time.NewTimer(interval())
 	defer t.Stop()
 	for {
 		select {
@@ -162,8 +169,8 @@ func (m *mirror) metaSync(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		m.metaSyncOnce(ctx)
-		t.Reset(max(m.settings().metaSync.interval, time.Millisecond))
+		round()
+		t.Reset(max(interval(), time.Millisecond))
 	}
 }
 
