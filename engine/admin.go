@@ -98,12 +98,7 @@ func (a *Admin) CreateMirror(ctx context.Context, name string, p props.Propertie
 	if _, ok := cat.Mirrors[name]; ok {
 		return warnings, opErr("mirror %s already exists", name)
 	}
-	if strings.EqualFold(strings.TrimSpace(def.Config[props.KeyWriteGuard]), props.WriteGuardACL) {
-		if err := probeAuthorizer(ctx, a.cl); err != nil {
-			return warnings, err
-		}
-	}
-	id, err := sourceClusterID(ctx, def)
+	id, err := a.reachSource(ctx, def)
 	if err != nil {
 		return warnings, err
 	}
@@ -112,6 +107,18 @@ func (a *Admin) CreateMirror(ctx context.Context, name string, p props.Propertie
 		return warnings, err
 	}
 	return warnings, a.w.PutMirror(ctx, def)
+}
+
+// reachSource checks what a created or altered definition needs of the
+// clusters: an ACL write guard needs an authorizer on the destination, and
+// the source answers with its cluster id.
+func (a *Admin) reachSource(ctx context.Context, def store.MirrorDef) (sourceID string, err error) {
+	if strings.EqualFold(strings.TrimSpace(def.Config[props.KeyWriteGuard]), props.WriteGuardACL) {
+		if err := probeAuthorizer(ctx, a.cl); err != nil {
+			return "", err
+		}
+	}
+	return sourceClusterID(ctx, def)
 }
 
 // AlterMirror replaces an existing mirror's configuration, validated as
@@ -124,20 +131,11 @@ func (a *Admin) AlterMirror(ctx context.Context, name string, p props.Properties
 	if err != nil {
 		return warnings, err
 	}
-	cat, err := a.Catalog(ctx)
+	old, err := a.MirrorDefinition(ctx, name)
 	if err != nil {
 		return warnings, err
 	}
-	old, ok := cat.Mirrors[name]
-	if !ok {
-		return warnings, opErr("mirror %s does not exist", name)
-	}
-	if strings.EqualFold(strings.TrimSpace(def.Config[props.KeyWriteGuard]), props.WriteGuardACL) {
-		if err := probeAuthorizer(ctx, a.cl); err != nil {
-			return warnings, err
-		}
-	}
-	id, err := sourceClusterID(ctx, def)
+	id, err := a.reachSource(ctx, def)
 	if err != nil {
 		return warnings, err
 	}
