@@ -64,11 +64,8 @@ func (m *mirror) guardTopic(ctx context.Context, topic string, refresh bool) err
 	c.Principal, c.Host, c.Operation, c.PermissionType = a.principal, a.host, a.operation, a.permission
 	req.Creations = append(req.Creations, c)
 	resp, err := req.RequestWith(ctx, m.e.dst.cl)
-	if err == nil && len(resp.Results) == 0 {
-		err = errors.New("no result in the answer")
-	}
 	if err == nil {
-		err = guardErr(resp.Results[0].ErrorCode, resp.Results[0].ErrorMessage)
+		err = firstResult(resp.Results, func(r *kmsg.CreateACLsResponseResult) error { return guardErr(r.ErrorCode, r.ErrorMessage) })
 	}
 	if err != nil {
 		return fmt.Errorf("write guard: create %s: %w", a, err)
@@ -99,11 +96,8 @@ func (m *mirror) unguardTopic(ctx context.Context, topic string) error {
 	f.Principal, f.Host, f.Operation, f.PermissionType = &a.principal, &a.host, a.operation, a.permission
 	req.Filters = append(req.Filters, f)
 	resp, err := req.RequestWith(ctx, m.e.dst.cl)
-	if err == nil && len(resp.Results) == 0 {
-		err = errors.New("no result in the answer")
-	}
 	if err == nil {
-		err = guardErr(resp.Results[0].ErrorCode, resp.Results[0].ErrorMessage)
+		err = firstResult(resp.Results, func(r *kmsg.DeleteACLsResponseResult) error { return guardErr(r.ErrorCode, r.ErrorMessage) })
 	}
 	if err != nil {
 		return fmt.Errorf("write guard: delete %s: %w", a, err)
@@ -138,6 +132,15 @@ func (m *mirror) refreshGuards(ctx context.Context) {
 			m.e.emit(LevelWarn, m.cfg.Name, t, -1, err.Error())
 		}
 	}
+}
+
+// firstResult is the error of an answer's one result: there is none, or
+// what errOf says of it.
+func firstResult[R any](results []R, errOf func(*R) error) error {
+	if len(results) == 0 {
+		return errors.New("no result in the answer")
+	}
+	return errOf(&results[0])
 }
 
 // guardErr is the error of one ACL creation or deletion result.
