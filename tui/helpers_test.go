@@ -8,6 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/kmirror/kmirror/tui/tuitest"
 	"github.com/kmirror/kmirror/views"
@@ -97,6 +98,18 @@ func runImmediate(m *Model, cmd tea.Cmd) {
 			runImmediate(m, next)
 		}
 	}
+}
+
+// requireASCIIGolden fails on any byte of out outside ASCII, then compares
+// out with the test's golden file.
+func requireASCIIGolden(t *testing.T, out string) {
+	t.Helper()
+	for i, r := range out {
+		if r > 0x7f {
+			t.Fatalf("non-ASCII %q at byte %d:\n%s", r, i, out)
+		}
+	}
+	golden.RequireEqual(t, out)
 }
 
 // screen renders the model as a terminal with the given profile shows it.

@@ -7,7 +7,6 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
-	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/kmirror/kmirror/themes"
 )
@@ -28,13 +27,7 @@ func TestGoldenASCII(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			m, _ := fixture(t, 80, 24, Options{Theme: "dark", ASCII: true})
 			press(t, m, sc.keys...)
-			out := screen(t, m, colorprofile.ASCII)
-			for i, r := range out {
-				if r > 0x7f {
-					t.Fatalf("non-ASCII %q at byte %d:\n%s", r, i, out)
-				}
-			}
-			golden.RequireEqual(t, out)
+			requireASCIIGolden(t, screen(t, m, colorprofile.ASCII))
 		})
 	}
 }
