@@ -16,6 +16,23 @@ import (
 	"github.com/kmirror/kmirror/engine/partition"
 )
 
+// openLedgerTxn mirrors the one-partition topic ledger through a committed
+// transaction and into an open one ("inside-1"), caught up, and returns the
+// source producer holding it open.
+func openLedgerTxn(t *testing.T, e *env) *kgo.Client {
+	t.Helper()
+	e.src.CreateTopic(t, "ledger", 1, nil)
+	e.startMirror("ledger")
+	tp := txnProducer(t, e.src, "ledger-app")
+	inTxn(t, tp, "ledger", []int32{0}, 5, "before", true)
+	if err := tp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	writeTxn(t, tp, "ledger", []int32{0}, 5, "inside-1")
+	e.waitCaughtUp("ledger")
+	return tp
+}
+
 // txnProducer is a real franz-go transactional producer on the source.
 func txnProducer(t *testing.T, c *enginetest.Cluster, id string) *kgo.Client {
 	return c.Client(t, kgo.TransactionalID(id), kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -138,15 +155,7 @@ func TestTransactionsMirrorAtIdenticalOffsets(t *testing.T) {
 
 func TestRestartInsideMirroredTransaction(t *testing.T) {
 	e := newEnv(t)
-	e.src.CreateTopic(t, "ledger", 1, nil)
-	e.startMirror("ledger")
-	tp := txnProducer(t, e.src, "ledger-app")
-	inTxn(t, tp, "ledger", []int32{0}, 5, "before", true)
-	if err := tp.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	writeTxn(t, tp, "ledger", []int32{0}, 5, "inside-1")
-	e.waitCaughtUp("ledger")
+	tp := openLedgerTxn(t, e)
 
 	e.eng.Close() // the engine dies with a mirrored transaction open
 	e.startEngine()

@@ -33,15 +33,7 @@ func TestPauseOutlivesDestinationTxnTimeout(t *testing.T) {
 	const txnMax = 2 * time.Second
 	e := newEnvDst(t, kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "2000"}))
 	ctx := context.Background()
-	e.src.CreateTopic(t, "ledger", 1, nil)
-	e.startMirror("ledger")
-	tp := txnProducer(t, e.src, "ledger-app")
-	inTxn(t, tp, "ledger", []int32{0}, 5, "before", true)
-	if err := tp.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	writeTxn(t, tp, "ledger", []int32{0}, 5, "inside-1")
-	e.waitCaughtUp("ledger")
+	tp := openLedgerTxn(t, e)
 
 	if err := e.eng.Control(ctx, engine.Command{Kind: engine.CmdPause, Mirror: "a-to-b"}); err != nil {
 		t.Fatal(err)
