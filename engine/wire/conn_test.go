@@ -290,11 +290,7 @@ func longPollFetch(info partitionInfo, maxWait time.Duration) *kmsg.FetchRequest
 func TestAbandonedWaitKeepsOrder(t *testing.T) {
 	cluster := newCluster(t)
 	ctx := testCtx(t)
-	c0 := dialTest(t, ctx, cluster.ListenAddrs()[0], Options{})
-	info, _, err := metadata(ctx, c0, testTopic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := testTopicInfo(t, ctx, cluster)
 	c := dialTest(t, ctx, info.leaderAddr, Options{})
 
 	fetch, err := c.Issue(longPollFetch(info, 25*time.Second))
@@ -343,11 +339,7 @@ func TestAbandonedWaitKeepsOrder(t *testing.T) {
 func TestBrokerCloseFailsPending(t *testing.T) {
 	cluster := newCluster(t)
 	ctx := testCtx(t)
-	c0 := dialTest(t, ctx, cluster.ListenAddrs()[0], Options{})
-	info, _, err := metadata(ctx, c0, testTopic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := testTopicInfo(t, ctx, cluster)
 	c := dialTest(t, ctx, info.leaderAddr, Options{})
 
 	var pendings []*Pending
@@ -376,11 +368,7 @@ func TestBrokerCloseFailsPending(t *testing.T) {
 func TestCloseFailsPending(t *testing.T) {
 	cluster := newCluster(t)
 	ctx := testCtx(t)
-	c0 := dialTest(t, ctx, cluster.ListenAddrs()[0], Options{})
-	info, _, err := metadata(ctx, c0, testTopic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := testTopicInfo(t, ctx, cluster)
 	c, err := Dial(ctx, info.leaderAddr, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -560,11 +548,7 @@ func TestResponseTimeoutLeavesIdleConnection(t *testing.T) {
 	}
 	// Idle for several deadlines' worth: a long-poll fetch on another
 	// connection is a wait that needs no sleep.
-	c0 := dialTest(t, ctx, cluster.ListenAddrs()[0], Options{})
-	info, _, err := metadata(ctx, c0, testTopic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := testTopicInfo(t, ctx, cluster)
 	other := dialTest(t, ctx, info.leaderAddr, Options{})
 	if _, err := other.Request(ctx, longPollFetch(info, 200*time.Millisecond)); err != nil {
 		t.Fatal(err)

@@ -62,6 +62,18 @@ type partitionInfo struct {
 	brokers    map[int32]string
 }
 
+// testTopicInfo asks the cluster's first broker where testTopic's partition
+// 0 is led.
+func testTopicInfo(tb testing.TB, ctx context.Context, cluster *kfake.Cluster) partitionInfo {
+	tb.Helper()
+	c0 := dialTest(tb, ctx, cluster.ListenAddrs()[0], Options{})
+	info, _, err := metadata(ctx, c0, testTopic, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return info
+}
+
 func metadata(ctx context.Context, c *Conn, topic string, partition int32) (partitionInfo, *kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
