@@ -113,11 +113,7 @@ func TestFlowFilterSelectPause(t *testing.T) {
 	pausing := fl.waitAfter(at, "payments/3 PAUSING", func(s string) bool { return rowState(s, "payments", 3) == "PAUSING" })
 	fl.waitAfter(pausing, "every payments partition PAUSED", statesAre("payments", 4, "PAUSED"))
 
-	for _, s := range fl.f.since(at) {
-		if strings.Contains(s, "[y]") || strings.Contains(s, "Type a-to-b") {
-			t.Fatalf("pause opened a confirmation:\n%s", s)
-		}
-	}
+	fl.neverShown(at, "pause opened a confirmation", "[y]", "Type a-to-b")
 	want := []engine.Command{{Kind: engine.CmdPause, Mirror: tuitest.MirrorAB, Topics: []string{"payments"}}}
 	if got := fl.c.Commands(); !commandsEqual(got, want) {
 		t.Fatalf("commands = %+v, want %+v", got, want)
@@ -134,15 +130,11 @@ func TestFlowStopAsksThenStops(t *testing.T) {
 
 	fl.keys("s")
 	at := fl.wait("the stop dialog", contains("Stop mirroring (failover)", "mirror a-to-b: orders", "Total: 1 topic, 6 partitions.", "[y] stop"))
-	if got := fl.c.Commands(); len(got) != 0 {
-		t.Fatalf("a command was sent before confirming: %+v", got)
-	}
+	fl.noCommands("the stop key before confirming")
 
 	fl.keys("n")
 	at = fl.waitAfter(at, "the dialog to close", contains("cancelled: nothing was sent"))
-	if got := fl.c.Commands(); len(got) != 0 {
-		t.Fatalf("n sent a command: %+v", got)
-	}
+	fl.noCommands("n")
 
 	fl.keys("s")
 	at = fl.waitAfter(at, "the stop dialog again", contains("[y] stop"))
@@ -167,9 +159,7 @@ func TestFlowStopMirrorNeedsTypedName(t *testing.T) {
 	fl.tm.Type("a-to-c")
 	fl.keys("enter")
 	at = fl.waitAfter(at, "the second mismatch", contains(`"a-to-c" does not match "a-to-b"`))
-	if got := fl.c.Commands(); len(got) != 0 {
-		t.Fatalf("a wrong name sent a command: %+v", got)
-	}
+	fl.noCommands("a wrong name")
 
 	fl.keys("ctrl+u")
 	fl.tm.Type("a-to-b")
@@ -198,14 +188,8 @@ func TestFlowReadOnlyHidesActions(t *testing.T) {
 	if !strings.Contains(screen, "actions are disabled in this session") {
 		t.Errorf("read-only help does not say actions are disabled:\n%s", screen)
 	}
-	for _, s := range fl.f.since(0) {
-		if strings.Contains(s, "Stop mirroring") || strings.Contains(s, "Stop the whole mirror") {
-			t.Fatalf("read-only console opened a stop dialog:\n%s", s)
-		}
-	}
-	if got := fl.c.Commands(); len(got) != 0 {
-		t.Fatalf("read-only console sent commands: %+v", got)
-	}
+	fl.neverShown(0, "read-only console opened a stop dialog", "Stop mirroring", "Stop the whole mirror")
+	fl.noCommands("read-only console")
 }
 
 func TestFlowControlErrorIsShown(t *testing.T) {
@@ -254,6 +238,28 @@ func TestFlowQuit(t *testing.T) {
 	fl.tm.WaitFinished(t, teatest.WithFinalTimeout(waitLimit))
 	if _, ok := fl.tm.FinalModel(t).(recorder); !ok {
 		t.Fatalf("final model is %T", fl.tm.FinalModel(t))
+	}
+}
+
+// noCommands fails the test if the console sent any command; what names
+// what would have sent it.
+func (fl *flow) noCommands(what string) {
+	fl.t.Helper()
+	if got := fl.c.Commands(); len(got) != 0 {
+		fl.t.Fatalf("%s sent commands: %+v", what, got)
+	}
+}
+
+// neverShown fails the test if a frame from from on contains any of
+// texts; what names what it would have opened.
+func (fl *flow) neverShown(from int, what string, texts ...string) {
+	fl.t.Helper()
+	for _, s := range fl.f.since(from) {
+		for _, text := range texts {
+			if strings.Contains(s, text) {
+				fl.t.Fatalf("%s:\n%s", what, s)
+			}
+		}
 	}
 }
 

@@ -38,14 +38,8 @@ func TestFlowPasteIntoFilter(t *testing.T) {
 	if got := rowsWith(fl.last(), "orders", "MIRRORING"); len(got) != 0 {
 		t.Fatalf("!^orders$ still shows orders rows: %q", got)
 	}
-	for _, s := range fl.f.since(0) {
-		if strings.Contains(s, "Stop the whole mirror") {
-			t.Fatalf("a paste outside a prompt opened a dialog:\n%s", s)
-		}
-	}
-	if got := fl.c.Commands(); len(got) != 0 {
-		t.Fatalf("a paste sent commands: %+v", got)
-	}
+	fl.neverShown(0, "a paste outside a prompt opened a dialog", "Stop the whole mirror")
+	fl.noCommands("a paste")
 }
 
 // TestFlowPasteTypedStopConfirmation pastes the mirror name into the
@@ -60,17 +54,13 @@ func TestFlowPasteTypedStopConfirmation(t *testing.T) {
 	fl.tm.Send(tea.PasteMsg{Content: "y"})
 	fl.keys("esc")
 	at = fl.waitAfter(at, "the dialog cancelled", contains("cancelled: nothing was sent"))
-	if got := fl.c.Commands(); len(got) != 0 {
-		t.Fatalf("a pasted y answered the dialog: %+v", got)
-	}
+	fl.noCommands("a pasted y answering the dialog")
 
 	fl.keys("S")
 	at = fl.waitAfter(at, "the typed confirmation", contains("Type a-to-b and press enter"))
 	fl.tm.Send(tea.PasteMsg{Content: "a-to-b\r\n"})
 	at = fl.waitAfter(at, "the pasted name", contains("> a-to-b"))
-	if got := fl.c.Commands(); len(got) != 0 {
-		t.Fatalf("the paste submitted the confirmation: %+v", got)
-	}
+	fl.noCommands("the paste submitting the confirmation")
 	fl.keys("enter")
 	fl.waitAfter(at, "the a-to-b partitions STOPPED", func(s string) bool {
 		return statesAre("orders", 6, "STOPPED")(s) && statesAre("payments", 4, "STOPPED")(s)
