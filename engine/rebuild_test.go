@@ -48,24 +48,33 @@ func uncleanEnds(e *env, topic string, ends map[int32]int64) (deleted *atomic.Bo
 		if deleted.Load() {
 			return nil, nil, false
 		}
-		r := req.(*kmsg.OffsetForLeaderEpochRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-				rp.Partition, rp.LeaderEpoch, rp.EndOffset = p.Partition, 0, 50
-				if end, ok := ends[p.Partition]; ok && t.Topic == topic {
-					rp.EndOffset = end
-				}
-				rt.Partitions = append(rt.Partitions, rp)
+		return epochAnswer(req, func(t string, p kmsg.OffsetForLeaderEpochRequestTopicPartition) (int32, int64) {
+			if end, ok := ends[p.Partition]; ok && t == topic {
+				return 0, end
 			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+			return 0, 50
+		}), nil, true
 	})
 	return deleted
+}
+
+// epochAnswer is the OffsetForLeaderEpoch response to req that answers
+// each partition asked with the leader epoch and end offset end gives.
+func epochAnswer(req kmsg.Request, end func(topic string, p kmsg.OffsetForLeaderEpochRequestTopicPartition) (epoch int32, offset int64)) kmsg.Response {
+	r := req.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.LeaderEpoch, rp.EndOffset = end(t.Topic, p)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }
 
 // quarantineOf waits for the quarantine topic of topic and returns its name.

@@ -279,19 +279,9 @@ func TestSourceUncleanElectionWhileDown(t *testing.T) {
 
 	e.src.ControlKey(int16(kmsg.OffsetForLeaderEpoch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		e.src.KeepControl()
-		r := req.(*kmsg.OffsetForLeaderEpochRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-				rp.Partition, rp.LeaderEpoch, rp.EndOffset = p.Partition, p.LeaderEpoch, 30
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return epochAnswer(req, func(_ string, p kmsg.OffsetForLeaderEpochRequestTopicPartition) (int32, int64) {
+			return p.LeaderEpoch, 30
+		}), nil, true
 	})
 	e.eng = e.joinInstance("two")
 	p := e.waitState("ule", 0, partition.Failed)
