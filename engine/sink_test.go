@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine"
@@ -20,20 +21,24 @@ import (
 // travel in shared Produce requests, never two of one partition in one
 // request, and the copy is identical.
 func TestAppendsShareProduceRequests(t *testing.T) {
-	e := newEnv(t)
-	e.eng.Close()
-	link, err := linkproxy.Start(e.dst.Addrs(), linkproxy.Options{ProduceLatency: 20 * time.Millisecond})
+	// One destination broker, so that each of its connections (four, a
+	// partition always on the same one) has more partitions to send
+	// than it keeps requests in flight (five).
+	src := enginetest.NewCluster(t, "kmirror-test-source")
+	dst := enginetest.NewCluster(t, "kmirror-test-destination", kfake.NumBrokers(1))
+	link, err := linkproxy.Start(dst.Addrs(), linkproxy.Options{ProduceLatency: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(link.Close)
+	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
 	e.engCfg = func(c *engine.Config) { c.Destination = link.Addrs() }
 	e.startEngine()
 
-	const topic, partitions = "shared", 30
+	const topic, partitions = "shared", 40
 	e.src.CreateTopic(t, topic, partitions, nil)
 	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
-	enginetest.Produce(t, cl, topic, partitions, 3000, "x")
+	enginetest.Produce(t, cl, topic, partitions, 2000, "x")
 
 	var (
 		mu        sync.Mutex
