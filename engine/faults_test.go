@@ -163,10 +163,11 @@ func TestForeignWriteFailsPartition(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		checkInterval time.Duration
-		endAfter      int64 // destination end of partition 1 once FAILED
+		endAfter      int64  // destination end of partition 1 once FAILED
+		where         string // what the error says showed the offset
 	}{
-		{"idle partition, log-end check", 100 * time.Millisecond, 51},
-		{"busy partition, append offset check", time.Hour, 61},
+		{"idle partition, log-end check", 100 * time.Millisecond, 51, "(its log end, by the destination check)"},
+		{"busy partition, append offset check", time.Hour, 61, "(the offset a Produce answer gave)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -187,6 +188,9 @@ func TestForeignWriteFailsPartition(t *testing.T) {
 			want := "expected offset 50, destination has 51"
 			if !strings.Contains(failed.Error, "foreign write") || !strings.Contains(failed.Error, want) || failed.Retryable {
 				t.Fatalf("error %q (retryable %v), want a non-retryable foreign write naming %q", failed.Error, failed.Retryable, want)
+			}
+			if !strings.Contains(failed.Error, tc.where) {
+				t.Errorf("error %q does not say what showed the offset: want %q", failed.Error, tc.where)
 			}
 
 			// The other partition keeps mirroring; partition 1 gets nothing more.

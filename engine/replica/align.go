@@ -214,7 +214,7 @@ func (r *Runner) fence(ctx context.Context) error {
 		return err
 	}
 	if end != r.pos {
-		return r.mismatch(r.pos, end, ErrForeignWrite)
+		return r.foreignWrite(r.pos, end, "its log end after the writer was fenced")
 	}
 	return nil
 }

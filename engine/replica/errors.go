@@ -52,10 +52,18 @@ type OffsetMismatchError struct {
 	Expected  int64
 	Actual    int64
 	Cause     error // ErrForeignWrite or ErrDiverged
+	// Where names what showed the destination's offset for a foreign
+	// write (a Produce answer, the log end after fencing, the periodic
+	// destination check), "" for the others.
+	Where string
 }
 
 func (e *OffsetMismatchError) Error() string {
-	return fmt.Sprintf("%v on %s/%d: expected offset %d, destination has %d", e.Cause, e.Topic, e.Partition, e.Expected, e.Actual)
+	s := fmt.Sprintf("%v on %s/%d: expected offset %d, destination has %d", e.Cause, e.Topic, e.Partition, e.Expected, e.Actual)
+	if e.Where != "" {
+		s += " (" + e.Where + ")"
+	}
+	return s
 }
 
 func (e *OffsetMismatchError) Unwrap() error { return e.Cause }
@@ -194,6 +202,12 @@ func (r *Runner) Failuref(format string, args ...any) error {
 // or ErrDiverged.
 func (r *Runner) mismatch(expected, actual int64, cause error) error {
 	return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: expected, Actual: actual, Cause: cause}
+}
+
+// foreignWrite reports a destination offset beyond what the runner
+// appended, where names what showed it.
+func (r *Runner) foreignWrite(expected, actual int64, where string) error {
+	return &OffsetMismatchError{Topic: r.topic, Partition: r.partition, Expected: expected, Actual: actual, Cause: ErrForeignWrite, Where: where}
 }
 
 // ErrMirrorLoop: a topic would be mirrored back to the cluster it is being

@@ -106,7 +106,7 @@ func (r *Runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 		}
 	}
 	if p.BaseOffset != f.base {
-		return r.mismatch(f.base, p.BaseOffset, ErrForeignWrite)
+		return r.foreignWrite(f.base, p.BaseOffset, "the offset a Produce answer gave")
 	}
 	r.deps.Events.Appended(f.fetchedAt, f.issuedAt, f.call.CompletedAt())
 	r.acked = f.next

@@ -293,7 +293,7 @@ func (r *Runner) checkEnd() error {
 		// observed before the last alignment: says nothing now
 	case o.end > r.pos:
 		// pos only grows, so the end read earlier is beyond it then too.
-		return r.mismatch(r.pos, o.end, ErrForeignWrite)
+		return r.foreignWrite(r.pos, o.end, "its log end, by the destination check")
 	case markAt >= r.alignedAt && markAt < at && o.end < mark:
 		// The destination lost acknowledged records: the topic was
 		// deleted and recreated (a rebuild) or truncated. Align again.
