@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,7 +57,11 @@ func TestRunLogsJSONAndServesHealth(t *testing.T) {
 		{"--create", "--mirror", "a-to-b", "--mirror-config", cfg},
 		{"--start", "--mirror", "a-to-b", "--topics", "orders"},
 	} {
-		var stdout, stderr bytes.Buffer
+		// A franz-go client may log its last line (waiting for a new
+		// topic's metadata) from a goroutine of its own after the
+		// action returned: the log's writer is shared.
+		var stdout bytes.Buffer
+		var stderr lockedBuffer
 		if code := run(append([]string{"--bootstrap-server", b, "--log-level", "info", "--log-format", "json"}, args...), &stdout, &stderr); code != exitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
 		}
@@ -128,4 +133,23 @@ func TestRunLogsJSONAndServesHealth(t *testing.T) {
 		}
 	}
 	t.Logf("run:\n%s", stderr.String())
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may write while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
