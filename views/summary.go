@@ -62,19 +62,17 @@ func (s *Summary) addMirror(m *engine.MirrorSnapshot) {
 	if !m.SourceReach.Down {
 		return
 	}
-	for j := range m.Partitions {
-		if m.Partitions[j].State == partition.Stopped {
-			s.NotMirroredAtLeast = true
-		}
-	}
 	src := m.Source.ID
 	if len(m.Source.Bootstrap) > 0 {
 		src = m.Source.Bootstrap[0]
 	}
 	o := Outage{Mirror: m.Name, Source: src, Since: m.SourceReach.DownSince, Error: m.SourceReach.Error}
 	for j := range m.Partitions {
-		if needsSource(m.Partitions[j].State) {
+		switch st := m.Partitions[j].State; {
+		case needsSource(st):
 			o.Waiting++
+		case st == partition.Stopped:
+			s.NotMirroredAtLeast = true
 		}
 	}
 	s.Outages = append(s.Outages, o)

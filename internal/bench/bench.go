@@ -509,17 +509,14 @@ func (b *bench) finishReport(ctx context.Context, rep *report, began time.Time, 
 		pts, err := b.measureScale(ctx, o.scale, min(o.scaleTopic, slicesMin(o.scale)))
 		rep.setScale(pts)
 		if err != nil {
-			// What was measured is reported; the count that failed
-			// and the counts after it miss their goals.
+			// What was measured is reported; the largest count's
+			// goals are missed, the error names the count that failed.
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("scale: %w", err)
 			}
 			b.progress("scale: %v", err)
 			rep.ScaleError = err.Error()
-			rep.ScaleFailed = o.scale[len(pts)]
-			if len(pts) == 0 {
-				rep.ScaleFailed = slices.Max(o.scale)
-			}
+			rep.ScaleFailed = slices.Max(o.scale)
 		}
 	}
 	rep.ElapsedS = time.Since(began).Seconds()

@@ -76,9 +76,10 @@ type report struct {
 	HeapBytesPerPartition100k  float64 `json:"heap_bytes_per_partition_100k"`
 	GoroutinesPerPartition100k float64 `json:"goroutines_per_partition_100k"`
 	Stop100kS                  float64 `json:"stop_100k_s"`
-	// ScaleFailed is the idle partition count whose measure failed (the
-	// counts after it did not run), ScaleError why; 0 and "" when all ran.
-	// The goals of the largest count are then missed, with the error.
+	// ScaleFailed is the largest idle partition count when a count could
+	// not be measured (those after it did not run), ScaleError why, naming
+	// the count; 0 and "" when all ran. The largest count's goals are then
+	// missed, with the error.
 	ScaleFailed int    `json:"scale_failed_partitions,omitempty"`
 	ScaleError  string `json:"scale_error,omitempty"`
 
