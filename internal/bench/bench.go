@@ -371,15 +371,23 @@ type bench struct {
 // wan reports whether the run has WAN phases.
 func (o options) wan() bool { return o.rtt > 0 || o.bandwidth > 0 }
 
+// brokerProfile is the file of a cluster's CPU profile, with --profile.
+func (b *bench) brokerProfile(side string) string {
+	if b.opts.profileDir == "" {
+		return ""
+	}
+	return filepath.Join(b.opts.profileDir, side+"-brokers.cpu.pprof")
+}
+
 // startClusters starts the source and destination clusters and their
 // clients, first closing any it started before.
 func (b *bench) startClusters(ctx context.Context) error {
 	b.closeClusters()
 	var err error
-	if b.src, err = startCluster(ctx, "kmirror-bench-source", b.opts.brokers, b.opts.progress); err != nil {
+	if b.src, err = startCluster(ctx, "kmirror-bench-source", b.opts.brokers, b.brokerProfile("source"), b.opts.progress); err != nil {
 		return err
 	}
-	if b.dst, err = startCluster(ctx, "kmirror-bench-destination", b.opts.brokers, b.opts.progress); err != nil {
+	if b.dst, err = startCluster(ctx, "kmirror-bench-destination", b.opts.brokers, b.brokerProfile("destination"), b.opts.progress); err != nil {
 		return err
 	}
 	if b.opts.wan() {

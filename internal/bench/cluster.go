@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,7 @@ func clusterMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	fs.SetOutput(stderr)
 	brokers := fs.Int("brokers", 3, "number of brokers")
 	id := fs.String("cluster-id", "kmirror-bench", "cluster id")
+	cpuProfile := fs.String("cpu-profile", "", "write the cluster's CPU profile, from start to exit, into this file")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -67,6 +69,14 @@ func clusterMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return exitFail
 	}
 	defer c.Close()
+	if *cpuProfile != "" {
+		stopProfile, err := startProcessProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "kmirror bench cluster %s: %v\n", *id, err)
+			return exitFail
+		}
+		defer stopProfile()
+	}
 	var links []*linkproxy.Link
 	defer func() {
 		for _, l := range links {
@@ -130,6 +140,23 @@ func clusterMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 }
 
+// startProcessProfile starts a CPU profile of the whole process into file;
+// the returned function ends it.
+func startProcessProfile(file string) (func(), error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
 // startLink starts the link proxies a "link" line asks for.
 func startLink(brokers []string, args string) (*linkproxy.Link, error) {
 	f := strings.Fields(args)
@@ -161,13 +188,18 @@ type clusterProc struct {
 // childStartTimeout bounds how long a child may take to announce itself.
 const childStartTimeout = 30 * time.Second
 
-// startCluster re-executes the running binary as a cluster child.
-func startCluster(ctx context.Context, id string, brokers int, stderr io.Writer) (*clusterProc, error) {
+// startCluster re-executes the running binary as a cluster child; with a
+// profile file it writes its CPU profile there when it exits.
+func startCluster(ctx context.Context, id string, brokers int, profile string, stderr io.Writer) (*clusterProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("start cluster %s: find own executable: %w", id, err)
 	}
-	cmd := exec.Command(exe, "--brokers", strconv.Itoa(brokers), "--cluster-id", id)
+	args := []string{"--brokers", strconv.Itoa(brokers), "--cluster-id", id}
+	if profile != "" {
+		args = append(args, "--cpu-profile", profile)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), ClusterEnv+"=1")
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()

@@ -73,9 +73,9 @@ func (b *bench) measureScale(ctx context.Context, counts []int, topicSize int) (
 		return nil, err
 	}
 	out := make([]scalePoint, 0, len(counts))
-	for _, n := range counts {
+	for i, n := range counts {
 		b.progress("scale: %d idle partitions in %d topics", n, n/topicSize)
-		pt, err := b.runScaleChild(ctx, n, topicSize)
+		pt, err := b.runScaleChild(ctx, n, topicSize, i == len(counts)-1)
 		if err != nil {
 			return out, fmt.Errorf("%d partitions: %w", n, err)
 		}
@@ -94,8 +94,11 @@ func (b *bench) measureScale(ctx context.Context, counts []int, topicSize int) (
 // hiding part of what a partition costs, by a different amount each run.
 const ScaleEnv = "KMIRROR_BENCH_SCALE"
 
-// runScaleChild measures n idle partitions in a child process.
-func (b *bench) runScaleChild(ctx context.Context, n, topicSize int) (scalePoint, error) {
+// runScaleChild measures n idle partitions in a child process. After the
+// last count the mirrored topics stay on the destination: the clusters
+// close next, and deleting thousands of topics costs the in-memory broker
+// minutes (it walks its whole store for each).
+func (b *bench) runScaleChild(ctx context.Context, n, topicSize int, last bool) (scalePoint, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return scalePoint{}, fmt.Errorf("find own executable: %w", err)
@@ -107,6 +110,7 @@ func (b *bench) runScaleChild(ctx context.Context, n, topicSize int) (scalePoint
 		"--settle", o.settle.String(), "--timeout", o.scaleTimeout.String(), "--profile", o.profileDir,
 		"--max-inflight", strconv.Itoa(o.maxInFlight), "--num-fetchers", strconv.Itoa(o.numFetchers),
 		"--fetch-max-wait", o.fetchMaxWait.String(), "--partition-fetch-bytes", strconv.Itoa(int(o.partitionFetchBytes)),
+		"--keep-topics=" + strconv.FormatBool(last),
 	}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(os.Environ(), ScaleEnv+"=1")
@@ -224,6 +228,7 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.IntVar(&o.numFetchers, "num-fetchers", 0, "engine fetchers per source broker")
 	fs.DurationVar(&o.fetchMaxWait, "fetch-max-wait", 0, "engine fetch long-poll time")
 	fetchBytes := fs.Int("partition-fetch-bytes", 0, "engine bytes per partition per fetch")
+	keep := fs.Bool("keep-topics", false, "leave the mirrored topics on the destination")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -246,7 +251,7 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitFail
 	}
 	defer b.dstCl.Close()
-	pt, err := b.scalePoint(ctx, *n, *topicSize)
+	pt, err := b.scalePoint(ctx, *n, *topicSize, *keep)
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror bench scale: %v\n", err)
 		return exitFail
@@ -282,13 +287,17 @@ func (b *bench) fillIdleTopics(ctx context.Context, ntopics, topicSize int) erro
 	return nil
 }
 
-func (b *bench) scalePoint(ctx context.Context, n, topicSize int) (scalePoint, error) {
+// scalePoint measures n idle partitions; unless keep, it deletes their
+// mirrored topics on the destination afterwards.
+func (b *bench) scalePoint(ctx context.Context, n, topicSize int, keep bool) (scalePoint, error) {
 	pt := scalePoint{Partitions: n, Topics: n / topicSize}
 	topics := make([]string, pt.Topics)
 	for i := range topics {
 		topics[i] = b.idleTopic(i)
 	}
-	defer func() { _ = deleteTopics(context.WithoutCancel(ctx), b.dstCl, topics...) }()
+	if !keep {
+		defer func() { _ = deleteTopics(context.WithoutCancel(ctx), b.dstCl, topics...) }()
+	}
 	eng, err := engine.New(ctx, engine.Config{Destination: b.dst.addrs, Instance: "bench-scale"})
 	if err != nil {
 		return pt, fmt.Errorf("start engine: %w", err)
