@@ -10,13 +10,14 @@ import (
 )
 
 // inbox is what other goroutines hand a runner: operator events, a failure
-// found outside it and the fetcher's answer. wake holds a token whenever
-// something was added since the runner last waited, so an idle runner
-// waits on one channel besides its context; a waiter looks into the inbox
-// before it blocks, and a token left after the look ends the wait.
+// found outside it and the fetcher's answer. woken is set whenever
+// something was added since the runner last looked, and a token is left
+// in wake, the channel a running runner blocks on besides its context; a
+// waiter looks into the inbox before it blocks, and a wake that came after
+// the look ends the wait. A parked runner keeps no channel (park.go).
 //
-// Thousands of idle partitions each keep one, so it is one small channel
-// and fields rather than a channel per kind of message.
+// Thousands of idle partitions each keep one, so it is fields rather than
+// a channel per kind of message.
 type inbox struct {
 	mu         sync.Mutex
 	events     []partition.Event // operator events, oldest first
@@ -26,23 +27,58 @@ type inbox struct {
 	checkpoint bool              // the mirror asks for the last mirrored offset to be written
 	retryDue   bool              // the retry timer of retrySeq fired
 	stopQueued bool              // a stop was handed over and no start since (topicStopped)
+	woken      bool              // something was handed over since the runner last looked
+	parked     bool              // no goroutine runs the runner: the next wake starts one
 	retrySeq   uint32            // the retry scheduled last
 	// end is the destination log end last observed by the mirror's
 	// watcher, for the runner, which alone can tell a foreign write
 	// from its own appends; end.end is -1 once the runner took it.
 	end        observedEnd
 	cancelWork context.CancelFunc // interrupts the work in progress for a command
-	wake       chan struct{}      // capacity 1
+	wake       chan struct{}      // capacity 1; nil until the runner blocks, and while it is parked
 }
 
-// poke leaves a wake token, unless one is already waiting, and starts a
-// goroutine for a parked runner.
+// poke wakes the runner: it starts a goroutine for a parked runner, or
+// leaves a token for a running one.
 func (r *Runner) poke() {
-	select {
-	case r.in.wake <- struct{}{}:
-	default:
+	r.in.mu.Lock()
+	r.pokeLocked()
+	r.in.mu.Unlock()
+}
+
+// pokeLocked is poke with r.in.mu held.
+func (r *Runner) pokeLocked() {
+	r.in.woken = true
+	if r.in.wake != nil {
+		select {
+		case r.in.wake <- struct{}{}:
+		default:
+		}
 	}
-	r.unpark()
+	r.unparkLocked()
+}
+
+// wakeChan returns the channel to block on until the runner is woken: an
+// always ready one when a wake came since the runner last looked. A
+// receive from it is followed by woke.
+func (r *Runner) wakeChan() <-chan struct{} {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	if r.in.woken {
+		r.in.woken = false
+		return closedChan
+	}
+	if r.in.wake == nil {
+		r.in.wake = make(chan struct{}, 1)
+	}
+	return r.in.wake
+}
+
+// woke takes the wake received from wakeChan's channel.
+func (r *Runner) woke() {
+	r.in.mu.Lock()
+	r.in.woken = false
+	r.in.mu.Unlock()
 }
 
 // Send delivers an operator event to the runner, interrupting alignment,
@@ -112,7 +148,7 @@ func (r *Runner) SetSource(hwm, logStart int64) { r.stats.SetSource(hwm, logStar
 
 // newInbox returns an empty inbox.
 func newInbox() inbox {
-	return inbox{wake: make(chan struct{}, 1), end: observedEnd{end: -1}}
+	return inbox{end: observedEnd{end: -1}}
 }
 
 // observedEnd is a destination log end read at a moment: an answer to a
@@ -165,7 +201,7 @@ func (r *Runner) takeEvent() (partition.Event, bool) {
 	if len(r.in.events) == 0 {
 		r.in.events = nil
 	} else {
-		r.poke() // the next waiter takes the rest
+		r.pokeLocked() // the next waiter takes the rest
 	}
 	return ev, true
 }

@@ -17,10 +17,8 @@ func TestDeliverKeepsNewestAnswer(t *testing.T) {
 	r := &Runner{in: newInbox()}
 	take := func() fetch.Result {
 		t.Helper()
-		select {
-		case <-r.in.wake:
-		default:
-			t.Fatal("an answer left no wake token")
+		if !r.takeWoken() {
+			t.Fatal("an answer left no wake")
 		}
 		var res fetch.Result
 		if !r.takeResult(&res) {
@@ -44,29 +42,22 @@ func TestDeliverKeepsNewestAnswer(t *testing.T) {
 	}
 }
 
-// TestInboxWakesForEverything: events, failures and answers each leave a
-// wake token; events come out in order, and a waiter that takes one event
-// while more wait leaves a token for the rest.
+// TestInboxWakesForEverything: events, failures and answers each wake the
+// runner; events come out in order, and a waiter that takes one event
+// while more wait leaves a wake for the rest.
 func TestInboxWakesForEverything(t *testing.T) {
 	r := &Runner{in: newInbox()}
-	woken := func() bool {
-		select {
-		case <-r.in.wake:
-			return true
-		default:
-			return false
-		}
-	}
+	woken := r.takeWoken
 	r.Send(partition.Pause{})
 	r.Send(partition.Resume{})
 	if !woken() {
-		t.Fatal("send left no wake token")
+		t.Fatal("send left no wake")
 	}
 	if ev, ok := r.takeEvent(); !ok || ev != (partition.Pause{}) {
 		t.Fatalf("first event %v, want Pause", ev)
 	}
 	if !woken() {
-		t.Fatal("taking one of two events left no token for the second")
+		t.Fatal("taking one of two events left no wake for the second")
 	}
 	if ev, ok := r.takeEvent(); !ok || ev != (partition.Resume{}) {
 		t.Fatalf("second event %v, want Resume", ev)
@@ -74,7 +65,7 @@ func TestInboxWakesForEverything(t *testing.T) {
 	r.Inject(errors.New("first"))
 	r.Inject(errors.New("second"))
 	if !woken() {
-		t.Fatal("inject left no wake token")
+		t.Fatal("inject left no wake")
 	}
 	if err := r.takeFault(); err == nil || err.Error() != "first" {
 		t.Fatalf("fault %v, want the first", err)
@@ -125,10 +116,8 @@ func TestObservedEndTakenOnce(t *testing.T) {
 	if !r.endWaiting() {
 		t.Fatal("an observed end of 0 does not wait")
 	}
-	select {
-	case <-r.in.wake:
-	default:
-		t.Fatal("an observed end left no wake token")
+	if !r.takeWoken() {
+		t.Fatal("an observed end left no wake")
 	}
 	if o, ok := r.takeEnd(); !ok || o.end != 0 || o.at != time.Second {
 		t.Fatalf("takeEnd = %+v %v, want end 0 at 1s", o, ok)
@@ -144,4 +133,14 @@ func TestObservedEndTakenOnce(t *testing.T) {
 	if r.endWaiting() {
 		t.Fatal("an end equal to the published one woke a MIRRORING partition")
 	}
+}
+
+// takeWoken reports whether the runner was woken since it last looked,
+// and takes the wake.
+func (r *Runner) takeWoken() bool {
+	r.in.mu.Lock()
+	defer r.in.mu.Unlock()
+	w := r.in.woken
+	r.in.woken = false
+	return w
 }

@@ -82,8 +82,8 @@ func (r *Runner) exit() {
 	_ = r.drain(ctx)
 	cancel()
 	r.finalCheckpoint()
-	if r.retry != nil {
-		r.retry.Stop()
+	if r.rare != nil && r.rare.retry != nil {
+		r.rare.retry.Stop()
 	}
 	r.markExited()
 	r.deps.Starter.started(r)
@@ -98,8 +98,8 @@ func (r *Runner) waitEvent(ctx context.Context) {
 	if r.stepInbox(ctx) {
 		return
 	}
-	if r.retry != nil && r.takeRetryDue() {
-		r.retry = nil
+	if r.rare != nil && r.rare.retry != nil && r.takeRetryDue() {
+		r.rare.retry = nil
 		tick := partition.Tick{Now: r.deps.Now(), Jitter: r.deps.Jitter()}
 		if down := r.deps.Source.Down(); down != nil {
 			tick.SourceUnreachable = down.Error()

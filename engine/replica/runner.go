@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,9 +27,8 @@ type Runner struct {
 	in        inbox
 	persist   *StateSink // nil: nothing is persisted
 
-	st    partition.Status
-	work  partition.Action // the work action in progress or due, nil when idle
-	retry *time.Timer
+	st   partition.Status
+	work partition.Action // the work action in progress or due, nil when idle
 
 	src Route // source leader, epoch and topic id
 	dst Route // destination leader and topic id
@@ -40,9 +38,8 @@ type Runner struct {
 	// outstanding: a want is at the fetcher (kept here, next to
 	// attempt, where it costs no padding)
 	outstanding bool
-	parking     bool        // the loop is to park the runner (park.go)
-	starting    bool        // the runner holds a start slot (starter)
-	parked      atomic.Bool // no goroutine runs the runner: the next wake starts one
+	parking     bool // the loop is to park the runner (park.go)
+	starting    bool // the runner holds a start slot (starter)
 	// sendGen is the generation of the runner's appends (Append's
 	// Gen): a resend or an alignment moves it on, lifting the mute a
 	// failed append put on the partition in its sink.
@@ -123,6 +120,7 @@ func (r *Runner) forgetMirrored() {
 // runnerRare is what few runners need, kept apart so that thousands of
 // idle runners do not each carry it.
 type runnerRare struct {
+	retry        *time.Timer    // the retry the state machine asked for, nil when none
 	restoredTxns []txn.Producer // from the partition record, for the first alignment
 	failbackFrom string         // the forward mirror this partition fails back from, once found
 	// stopAborted are the first offsets of the mirrored transactions the
@@ -256,7 +254,8 @@ func (r *Runner) mirrorNext(ctx context.Context) error {
 		return ctx.Err()
 	case <-r.oldestDone():
 		return r.interruptible(ctx, r.completeOldest)
-	case <-r.in.wake:
+	case <-r.wakeChan():
+		r.woke()
 		return nil
 	}
 }

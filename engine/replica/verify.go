@@ -275,7 +275,8 @@ func (r *Runner) sourceBatches(ctx context.Context, offset int64) ([]rawBatch, e
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
-			case <-r.in.wake:
+			case <-r.wakeChan():
+				r.woke()
 			}
 			continue
 		}
