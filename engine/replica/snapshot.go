@@ -15,18 +15,20 @@ type EpochStart struct {
 
 // PartitionSnapshot is the published view of one mirrored partition.
 type PartitionSnapshot struct {
+	// The fields are in an order that leaves no padding between them:
+	// every mirrored partition keeps one.
 	Mirror    string
 	Topic     string
-	Partition int32
 	Owner     string // instance that owns the partition ("" when unowned)
+	Partition int32
 
 	State     partition.State
 	PrevState partition.State // state before FAILED
+	Retryable bool
+	Cause     partition.Cause // why it is FAILED
 	Attempt   int             // retry attempt while FAILED; the realignment or fetch retry while MIRRORING retries on its own
 	NextRetry time.Time       // when a FAILED partition retries (zero: never)
 	Error     string          // last error, "" when healthy
-	Retryable bool
-	Cause     partition.Cause // why it is FAILED
 
 	SourceLogStart int64 // -1 when unknown
 	SourceHWM      int64 // source high watermark, -1 when unknown
@@ -38,9 +40,9 @@ type PartitionSnapshot struct {
 	SourceLeader int32 // source leader broker id, -1 when unknown
 	LastOffset   int64 // last mirrored offset (LME offset), -1 when none
 	LastEpoch    int32 // source epoch of the last mirrored batch, -1 when none
-	Lineage      []EpochStart
 	WriterEpoch  int16
 	OpenTxns     int
+	Lineage      []EpochStart
 
 	// SourceTopicID and DestTopicID are the topic ids on both sides
 	// (Kafka's base64 form), "" unknown.

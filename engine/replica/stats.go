@@ -12,16 +12,15 @@ import (
 // writes it; Snapshot and the mirror's ticker read it.
 type Stats struct {
 	mu      sync.Mutex
-	ps      PartitionSnapshot
 	desired partition.Desired // of the last published status, for topicStopped
+	// txns: the runner keeps mirrored transactional producers.
+	txns bool
+	ps   PartitionSnapshot
 
 	srcNewestTs  int64 // max timestamp of the newest source batch seen
 	lastMirrorTs int64 // max timestamp of the newest batch appended
 
 	rateBytes, rateBatch int64 // the counters at the last rate update; rateBytes -1 before it
-
-	// txns: the runner keeps mirrored transactional producers.
-	txns bool
 
 	// checkpointed is the last mirrored offset the runner last put in a
 	// partition record, -2 when a record must be written again (a
