@@ -25,19 +25,40 @@ type sessKey struct {
 	partition int32
 }
 
+// member is a partition waiting in a session: what its next request and
+// answer need of its want, and no more, since every idle partition keeps
+// one (its topic id is the topic's, in topicIDs).
+type member[R Receiver] struct {
+	To          R
+	Offset      int64
+	Gen         uint64
+	LeaderEpoch int32
+	LastEpoch   int32
+	MaxBytes    int32
+}
+
+// want is the want m was parked from, at partition k.
+func (m member[R]) want(k sessKey, topicID [16]byte) Want[R] {
+	return Want[R]{
+		TopicID: topicID, To: m.To, Offset: m.Offset, Gen: m.Gen, Partition: k.partition,
+		LeaderEpoch: m.LeaderEpoch, LastEpoch: m.LastEpoch, MaxBytes: m.MaxBytes,
+	}
+}
+
 // session is a fetcher's session with its broker. Its requests go one
 // at a time (the broker numbers them); the fetcher's run loop sends them,
 // its connections answer them.
 type session[R Receiver] struct {
-	mu      sync.Mutex
-	id      int32
-	epoch   int32 // 0: the next request opens a new session, listing every member
-	members map[sessKey]Want[R]
-	ids     map[[16]byte]string  // topic names of the members' topic ids, for v13+ answers
-	changed map[sessKey]struct{} // members to list in the next request: joined, or the broker has not seen them
-	forget  map[sessKey][16]byte // former members the broker still holds, with their topic ids
-	polling bool                 // a session request is in flight
-	polls   int                  // requests answered, for the sweep of exited runners
+	mu       sync.Mutex
+	id       int32
+	epoch    int32 // 0: the next request opens a new session, listing every member
+	members  map[sessKey]member[R]
+	ids      map[[16]byte]string  // topic names of the members' topic ids, for v13+ answers
+	topicIDs map[string][16]byte  // the members' topic ids by topic, for requests
+	changed  map[sessKey]struct{} // members to list in the next request: joined, or the broker has not seen them
+	forget   map[sessKey][16]byte // former members the broker still holds, with their topic ids
+	polling  bool                 // a session request is in flight
+	polls    int                  // requests answered, for the sweep of exited runners
 }
 
 // sweepEvery is how many session answers pass between two sweeps of the
@@ -46,7 +67,7 @@ const sweepEvery = 100
 
 func newSession[R Receiver]() *session[R] {
 	return &session[R]{
-		members: make(map[sessKey]Want[R]), ids: make(map[[16]byte]string),
+		members: make(map[sessKey]member[R]), ids: make(map[[16]byte]string), topicIDs: make(map[string][16]byte),
 		changed: make(map[sessKey]struct{}), forget: make(map[sessKey][16]byte),
 	}
 }
@@ -56,8 +77,9 @@ func (s *session[R]) park(w Want[R]) {
 	k := sessKey{w.topic(), w.Partition}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.members[k] = w
+	s.members[k] = member[R]{To: w.To, Offset: w.Offset, Gen: w.Gen, LeaderEpoch: w.LeaderEpoch, LastEpoch: w.LastEpoch, MaxBytes: w.MaxBytes}
 	s.ids[w.TopicID] = k.topic
+	s.topicIDs[k.topic] = w.TopicID
 	s.changed[k] = struct{}{}
 	delete(s.forget, k)
 }
@@ -71,13 +93,12 @@ func (s *session[R]) leave(w Want[R]) bool {
 }
 
 func (s *session[R]) leaveLocked(k sessKey) bool {
-	w, ok := s.members[k]
-	if !ok {
+	if _, ok := s.members[k]; !ok {
 		return false
 	}
 	delete(s.members, k)
 	delete(s.changed, k)
-	s.forget[k] = w.TopicID
+	s.forget[k] = s.topicIDs[k.topic]
 	return true
 }
 
@@ -102,25 +123,25 @@ func (s *session[R]) request(maxWait int32, limits Limits) *kmsg.FetchRequest {
 	req := newFetchRequest(maxWait, limits)
 	req.SessionID, req.SessionEpoch = s.id, s.epoch
 	topics := make(map[string]int)
-	add := func(w Want[R]) {
-		i, ok := topics[w.topic()]
+	add := func(k sessKey, m member[R]) {
+		i, ok := topics[k.topic]
 		if !ok {
 			i = len(req.Topics)
-			topics[w.topic()] = i
+			topics[k.topic] = i
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = w.topic(), w.TopicID
+			rt.Topic, rt.TopicID = k.topic, s.topicIDs[k.topic]
 			req.Topics = append(req.Topics, rt)
 		}
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, fetchPartition(w))
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, fetchPartition(m.want(k, [16]byte{})))
 	}
 	if s.epoch == 0 {
-		for _, w := range s.members {
-			add(w)
+		for k, m := range s.members {
+			add(k, m)
 		}
 		clear(s.forget) // a new session holds nothing else
 	} else {
 		for k := range s.changed {
-			add(s.members[k])
+			add(k, s.members[k])
 		}
 		forgotten := make(map[string]int)
 		for k, id := range s.forget {
@@ -153,10 +174,10 @@ func (s *session[R]) failed(broker int32, err error) (deliver []Want[R], results
 
 // dropAllLocked makes every member leave with err.
 func (s *session[R]) dropAllLocked(broker int32, err error, at time.Duration) (deliver []Want[R], results []Result) {
-	for k, w := range s.members {
+	for k, m := range s.members {
+		deliver = append(deliver, m.want(k, s.topicIDs[k.topic]))
 		s.leaveLocked(k)
-		deliver = append(deliver, w)
-		results = append(results, Result{Gen: w.Gen, Offset: w.Offset, At: at, Err: fetchErr(w.topic(), w.Partition, w.Offset, broker, err)})
+		results = append(results, Result{Gen: m.Gen, Offset: m.Offset, At: at, Err: fetchErr(k.topic, k.partition, m.Offset, broker, err)})
 	}
 	return deliver, results
 }
@@ -171,8 +192,8 @@ func (s *session[R]) answer(fr *kmsg.FetchResponse, broker int32, at time.Durati
 	s.polling = false
 	s.polls++
 	if s.polls%sweepEvery == 0 {
-		for k, w := range s.members {
-			if w.To.Exited() {
+		for k, m := range s.members {
+			if m.To.Exited() {
 				s.leaveLocked(k)
 			}
 		}
@@ -207,10 +228,11 @@ func (s *session[R]) answer(fr *kmsg.FetchResponse, broker int32, at time.Durati
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
 			k := sessKey{name, p.Partition}
-			w, ok := s.members[k]
+			m, ok := s.members[k]
 			if !ok {
 				continue // left the session since the request was built
 			}
+			w := m.want(k, s.topicIDs[k.topic])
 			res := resultOf(w, p, name, broker, at)
 			if res.idleAt(w.Offset) {
 				w.To.SetSource(res.HWM, res.LogStart)
