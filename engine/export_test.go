@@ -25,3 +25,10 @@ const (
 	RebuildFaultQuarantined = rebuildFaultQuarantined
 	RebuildFaultDeleted     = rebuildFaultDeleted
 )
+
+// SetWatchBudget makes the watcher check at most n partitions at a time
+// (whole topics in turn), until the returned function restores it.
+func SetWatchBudget(n int64) (restore func()) {
+	old := watchBudget.Swap(n)
+	return func() { watchBudget.Store(old) }
+}

@@ -165,17 +165,31 @@ func TestForeignWriteFailsPartition(t *testing.T) {
 		checkInterval time.Duration
 		endAfter      int64  // destination end of partition 1 once FAILED
 		where         string // what the error says showed the offset
+		others        int    // more topics, of 3 partitions each, mirrored alongside
 	}{
-		{"idle partition, log-end check", 100 * time.Millisecond, 51, "(its log end, by the destination check)"},
-		{"busy partition, append offset check", time.Hour, 61, "(the offset a Produce answer gave)"},
+		{"idle partition, log-end check", 100 * time.Millisecond, 51, "(its log end, by the destination check)", 0},
+		// A mirror larger than the watcher's budget is checked a topic
+		// at a time here: the check still comes round to the write.
+		{"idle partition of a mirror checked in rounds", 100 * time.Millisecond, 51, "(its log end, by the destination check)", 4},
+		{"busy partition, append offset check", time.Hour, 61, "(the offset a Produce answer gave)", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.src.CreateTopic(t, "guarded", 2, nil)
 			cl := e.src.Client(t, enginetest.ProducerOpts("none", true)...)
 			enginetest.Produce(t, cl, "guarded", 2, 50, "first")
-			e.startMirrorWith(func(c *engine.MirrorConfig) { c.CheckInterval = tc.checkInterval }, "guarded")
-			e.waitCaughtUp("guarded")
+			topics := []string{"guarded"}
+			for i := range tc.others {
+				name := fmt.Sprintf("other-%d", i)
+				e.src.CreateTopic(t, name, 3, nil)
+				enginetest.Produce(t, cl, name, 3, 5, "first")
+				topics = append(topics, name)
+			}
+			if tc.others > 0 {
+				t.Cleanup(engine.SetWatchBudget(1))
+			}
+			e.startMirrorWith(func(c *engine.MirrorConfig) { c.CheckInterval = tc.checkInterval }, topics...)
+			e.waitCaughtUp(topics...)
 
 			foreign := e.dst.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 			if err := foreign.ProduceSync(context.Background(), &kgo.Record{Topic: "guarded", Partition: 1, Value: []byte("intruder")}).FirstErr(); err != nil {

@@ -424,9 +424,10 @@ func (m *mirror) watch(ctx context.Context) {
 	t := time.NewTicker(m.cfg.CheckInterval)
 	defer t.Stop()
 	var (
-		rated  bool          // rates were updated before...
-		rateAt time.Duration // ...at this time (Engine.sinceBase)
-		ckptAt time.Duration // checkpoints were last requested at this time
+		rated   bool          // rates were updated before...
+		rateAt  time.Duration // ...at this time (Engine.sinceBase)
+		ckptAt  time.Duration // checkpoints were last requested at this time
+		roundAt int           // the topic the next round of a large mirror's checks starts at
 	)
 	for {
 		select {
@@ -450,7 +451,10 @@ func (m *mirror) watch(ctx context.Context) {
 			ckptAt = at
 			replica.RequestCheckpoints(rs)
 		}
-		topics := m.topicList()
+		topics, round := m.topicList(), rs
+		if budget := int(watchBudget.Load()); len(rs) > budget {
+			topics, round = watchRound(rs, (*runner).Topic, budget, &roundAt)
+		}
 		if len(topics) == 0 {
 			continue
 		}
@@ -463,7 +467,7 @@ func (m *mirror) watch(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckInterval*3)
 		var srcEnds map[string]map[int32]int64
 		var err error
-		if listed := sourceListed(rs); len(listed) > 0 {
+		if listed := sourceListed(round); len(listed) > 0 {
 			srcEnds, err = m.src.endOffsetsAged(sctx, watchLeadersMaxAge, listed...)
 		} else {
 			_, err = m.src.metadata(sctx, []string{})
@@ -473,13 +477,16 @@ func (m *mirror) watch(ctx context.Context) {
 			return
 		}
 		m.sourceChecked(rs, now, err)
-		for _, r := range rs {
+		if err != nil && ctx.Err() == nil {
+			// The source does not answer (an outage): its offsets are
+			// unknown, and the console must not show lag 0.
+			for _, r := range rs {
+				r.Stats().SourceUnknown()
+			}
+		}
+		for _, r := range round {
 			if end, ok := srcEnds[r.Topic()][r.Partition()]; ok && err == nil {
 				r.Stats().SetSource(end, -1)
-			} else if err != nil && ctx.Err() == nil {
-				// The source does not answer (an outage): its offsets
-				// are unknown, and the console must not show lag 0.
-				r.Stats().SourceUnknown()
 			}
 		}
 		ends, err := m.e.dst.endOffsetsAged(ctx, watchLeadersMaxAge, topics...)
@@ -490,7 +497,7 @@ func (m *mirror) watch(ctx context.Context) {
 			continue
 		}
 		m.e.dstReach.ok(now)
-		for _, r := range rs {
+		for _, r := range round {
 			end, ok := ends[r.Topic()][r.Partition()]
 			if !ok {
 				continue
@@ -498,6 +505,42 @@ func (m *mirror) watch(ctx context.Context) {
 			r.ObserveEnd(end, m.e.sinceBase(now))
 		}
 	}
+}
+
+// watchBudget is how many partitions the watcher lists the offsets of at
+// one check. A larger mirror is checked in rounds, whole topics in turn,
+// each check taking the next ones: at 100,000 partitions a partition's
+// destination log end is looked at every fifth check, not at every one
+// (listing and decoding 100,000 offsets a second was most of what an idle
+// mirror cost). A foreign write is still found: later by the watcher, at
+// once by the offset check of the next append or by alignment. (A
+// variable for the tests.)
+var watchBudget = func() *atomic.Int64 { var n atomic.Int64; n.Store(20_000); return &n }()
+
+// watchRound returns the topics of the next round of checks over rs, and
+// their elements: whole topics from the one at *at on (rs is grouped by
+// topic), until budget elements are taken (one topic at least). It moves
+// *at on past them, and back to the first topic after the last.
+func watchRound[T any](rs []T, topic func(T) string, budget int, at *int) (topics []string, round []T) {
+	type group struct{ from, to int }
+	var groups []group
+	for i := range rs {
+		if i == 0 || topic(rs[i]) != topic(rs[i-1]) {
+			groups = append(groups, group{i, i})
+		}
+		groups[len(groups)-1].to = i + 1
+	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	g := *at % len(groups)
+	for n := 0; n < len(groups) && (n == 0 || len(round) < budget); n++ {
+		gr := groups[(g+n)%len(groups)]
+		topics = append(topics, topic(rs[gr.from]))
+		round = append(round, rs[gr.from:gr.to]...)
+		*at = (g + n + 1) % len(groups)
+	}
+	return topics, round
 }
 
 // watchLeadersMaxAge is how old the leaders the watcher lists offsets with
