@@ -212,6 +212,10 @@ func ScaleMain(args []string) int {
 	return scaleMain(ctx, args, os.Stdout, os.Stderr)
 }
 
+// finePartitionSampling is the heap sampling rate of the idle partitions'
+// profile: a sample every 512 bytes allocated.
+const finePartitionSampling = 512
+
 func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kmirror bench scale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -241,7 +245,7 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if o.profileDir != "" {
 		// A heap profile of a few MB needs a finer sampling rate than
 		// the default 512 KiB to show per-partition structures.
-		runtime.MemProfileRate = 512
+		runtime.MemProfileRate = finePartitionSampling
 	}
 	b := &bench{opts: o, src: &clusterProc{addrs: strings.Split(*src, ",")}, dst: &clusterProc{addrs: strings.Split(*dst, ",")}}
 	b.data.topic = *prefix
@@ -354,7 +358,15 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int, keep bool) (sc
 	}
 
 	// Idle: nothing to copy, the fetchers long-poll and the destination
-	// check ticks. Let the start-up garbage go, then measure.
+	// check ticks. Let the start-up garbage go, then measure. The fine
+	// heap sampling the profile of the partitions' structures needs
+	// would cost the idle loop more than it costs itself (a stack walk
+	// every few allocations): it is suspended until the heap profile is
+	// written, which therefore shows what the start allocated, and what
+	// the idle loop allocates sampled a thousand times less.
+	if b.opts.profileDir != "" {
+		runtime.MemProfileRate = 512 << 10
+	}
 	cpu0, err := processCPU()
 	if err != nil {
 		return pt, err
@@ -383,6 +395,9 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int, keep bool) (sc
 	pt.StackBytes = int64(after.stack) - int64(before.stack)
 	pt.HeapPerPartition = float64(pt.HeapBytes) / float64(n)
 	pt.StackPerPartition = float64(pt.StackBytes) / float64(n)
+	if b.opts.profileDir != "" {
+		runtime.MemProfileRate = finePartitionSampling
+	}
 	if err := b.writeHeapProfile(fmt.Sprintf("idle-%d.heap.pprof", n)); err != nil {
 		return pt, err
 	}
