@@ -51,6 +51,7 @@ type options struct {
 	json        bool
 	brokers     int
 	profileDir  string
+	profileCopy bool // with profileDir, the copy phases' first runs are profiled too
 	recordSize  int
 	maxInFlight int
 	numFetchers int
@@ -96,7 +97,7 @@ func defaultOptions() options {
 		scale: []int{1000, 10_000, 100_000}, scaleTopic: 100,
 		rtt: 50 * time.Millisecond, produceLatency: 2 * time.Millisecond,
 		lagDuration: 15 * time.Second, lagWarmup: 3 * time.Second, settle: 3 * time.Second,
-		phaseTimeout: 10 * time.Minute, scaleTimeout: 10 * time.Minute,
+		phaseTimeout: 10 * time.Minute, scaleTimeout: 10 * time.Minute, profileCopy: true,
 	}
 }
 
@@ -137,6 +138,7 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	fs.IntVar(&o.brokers, "brokers", o.brokers, "brokers per cluster")
 	fs.StringVar(&o.profileDir, "profile", "", "write CPU and heap profiles of each phase's first run (and of the idle partitions) into this directory; profiling adds to the idle CPU measured")
+	fs.BoolVar(&o.profileCopy, "profile-copy", o.profileCopy, "with --profile, profile the copy phases' first runs too (false: only the idle partitions and the brokers; an execution trace slows the run it records)")
 	fs.IntVar(&o.maxInFlight, "max-inflight", 0, "engine batches in flight per partition (0: engine default)")
 	fs.IntVar(&o.numFetchers, "num-fetchers", 0, "engine fetchers per source broker (0: engine default)")
 	fs.DurationVar(&o.fetchMaxWait, "fetch-max-wait", 0, "engine fetch long-poll time (0: engine default)")
@@ -602,7 +604,7 @@ func (b *bench) measure(ctx context.Context, name string, repeat int, work func(
 		return s, err
 	}
 	var stopProfile func()
-	if repeat == 1 {
+	if repeat == 1 && b.opts.profileCopy {
 		if stopProfile, err = b.startCPUProfile(name + ".cpu.pprof"); err != nil {
 			return s, err
 		}
