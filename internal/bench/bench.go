@@ -605,7 +605,7 @@ func (b *bench) measure(ctx context.Context, name string, repeat int, work func(
 	}
 	var stopProfile func()
 	if repeat == 1 && b.opts.profileCopy {
-		if stopProfile, err = b.startCPUProfile(name + ".cpu.pprof"); err != nil {
+		if stopProfile, err = b.startCPUProfile(name+".cpu.pprof", true); err != nil {
 			return s, err
 		}
 		if err := b.writeHeapProfile(name + ".heap0.pprof"); err != nil {
@@ -647,38 +647,32 @@ func (b *bench) measure(ctx context.Context, name string, repeat int, work func(
 }
 
 // startCPUProfile profiles this process into the profile directory until
-// the returned function is called; without --profile it does nothing.
-func (b *bench) startCPUProfile(file string) (func(), error) {
+// the returned function is called, with an execution trace of the same
+// window when traced; without --profile it does nothing.
+func (b *bench) startCPUProfile(file string, traced bool) (func(), error) {
 	if b.opts.profileDir == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(filepath.Join(b.opts.profileDir, file))
-	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
+	stopCPU, err := startProcessProfile(filepath.Join(b.opts.profileDir, file))
+	if err != nil || !traced {
+		return stopCPU, err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	// An execution trace of the same window shows what a latency-bound
-	// phase waits for (go tool trace -pprof=sync|net|sched).
+	// An execution trace shows what a latency-bound phase waits for (go
+	// tool trace -pprof=sync|net|sched).
 	tf, err := os.Create(filepath.Join(b.opts.profileDir, strings.TrimSuffix(file, ".cpu.pprof")+".trace"))
 	if err != nil {
-		pprof.StopCPUProfile()
-		f.Close()
+		stopCPU()
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	if err := trace.Start(tf); err != nil {
-		pprof.StopCPUProfile()
-		f.Close()
+		stopCPU()
 		tf.Close()
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	return func() {
 		trace.Stop()
 		tf.Close()
-		pprof.StopCPUProfile()
-		f.Close()
+		stopCPU()
 	}, nil
 }
 

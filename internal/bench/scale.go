@@ -317,7 +317,7 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int, keep bool) (sc
 	}
 	goroutines := runtime.NumGoroutine()
 	name := fmt.Sprintf("idle-%d", n)
-	stopStartProfile, err := b.startCPUProfile(fmt.Sprintf("start-%d.cpu.pprof", n))
+	stopStartProfile, err := b.startCPUProfile(fmt.Sprintf("start-%d.cpu.pprof", n), false)
 	if err != nil {
 		return pt, err
 	}
@@ -371,7 +371,7 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int, keep bool) (sc
 	if err != nil {
 		return pt, err
 	}
-	stopIdleProfile, err := b.startCPUProfile(fmt.Sprintf("idle-%d.cpu.pprof", n))
+	stopIdleProfile, err := b.startCPUProfile(fmt.Sprintf("idle-%d.cpu.pprof", n), false)
 	if err != nil {
 		return pt, err
 	}
@@ -402,7 +402,7 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int, keep bool) (sc
 		return pt, err
 	}
 
-	stopProfile, err := b.startCPUProfile(fmt.Sprintf("stop-%d.cpu.pprof", n))
+	stopProfile, err := b.startCPUProfile(fmt.Sprintf("stop-%d.cpu.pprof", n), false)
 	if err != nil {
 		return pt, err
 	}
