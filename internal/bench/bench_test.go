@@ -309,3 +309,33 @@ func TestFailedScaleCountMissesItsGoals(t *testing.T) {
 		t.Fatalf("table:\n%s", sb.String())
 	}
 }
+
+// TestUnfinishedStopKeepsTheCount: a count whose stop was not seen to end
+// within the bound keeps its start, idle and heap figures and goals; only
+// the stop's goal is missed, saying why.
+func TestUnfinishedStopKeepsTheCount(t *testing.T) {
+	r := &report{}
+	r.setScale([]scalePoint{
+		{Partitions: 10_000, StartS: 5, StopS: 2, HeapBytes: 10_000_000, Goroutines: 50, IdleCPUPercent: 1},
+		{Partitions: 100_000, StartS: 12, StopS: 3000, HeapBytes: 100_000_000, Goroutines: 60, IdleCPUPercent: 6, StopError: "not done within 50m0s"},
+	})
+	r.setGoals()
+	byName := map[string]goal{}
+	for _, g := range r.Goals {
+		byName[g.Name] = g
+	}
+	for name, met := range map[string]bool{
+		"start of 100000 idle partitions (s)":              true,
+		"idle CPU of 100000 partitions (% of a core)":      true,
+		"heap per idle partition, slope to 100000 (bytes)": true,
+		"goroutines per idle partition, slope to 100000":   true,
+	} {
+		if g, ok := byName[name]; !ok || g.Met != met || g.Note != "" {
+			t.Errorf("goal %q: %+v (present %v), want met %v with a value", name, g, ok, met)
+		}
+	}
+	stop := byName["stop of 100000 partitions (s)"]
+	if stop.Met || !strings.Contains(stop.Note, "not measured: not done within 50m0s") {
+		t.Fatalf("stop goal %+v, want missed, saying why", stop)
+	}
+}
