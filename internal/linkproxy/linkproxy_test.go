@@ -330,6 +330,97 @@ func TestProduceOneRequestAtATime(t *testing.T) {
 	}
 }
 
+// Under a produce latency, a request larger than what the proxy buffers
+// is passed on from socket to socket: every byte of it reaches the broker,
+// and the requests after it, large or small, keep their frames (the proxy
+// still holds each Produce back until the answer before it has left).
+func TestProduceLatencyKeepsLargeRequestsWhole(t *testing.T) {
+	const latency = 20 * time.Millisecond
+	c := newCluster(t, 1)
+	var mu sync.Mutex
+	var arrived []time.Time
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		arrived = append(arrived, time.Now())
+		mu.Unlock()
+		return nil, nil, false // the cluster answers it
+	})
+	l := startLink(t, c, linkproxy.Options{ProduceLatency: latency})
+	ctx := testCtx(t)
+	conn, err := wire.Dial(ctx, l.Addrs()[0], wire.Options{ClientID: "linkproxy-test"})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer conn.Close()
+	meta, err := conn.Request(ctx, kmsg.NewPtrMetadataRequest())
+	if err != nil {
+		t.Fatalf("metadata: %v", err)
+	}
+	id := meta.(*kmsg.MetadataResponse).Topics[0].TopicID
+
+	// Values of 700 KB and 3 bytes in turn, each byte its own: a lost,
+	// doubled or moved byte changes a value.
+	var values [][]byte
+	var pend []*wire.Pending
+	for i := range 6 {
+		v := make([]byte, 3)
+		if i%2 == 0 {
+			v = make([]byte, 700<<10)
+		}
+		for j := range v {
+			v[j] = byte(i*31 + j*7 + j/251)
+		}
+		values = append(values, v)
+		p, err := conn.Issue(produceRequest(t, id, v))
+		if err != nil {
+			t.Fatalf("issue %d: %v", i, err)
+		}
+		pend = append(pend, p)
+		// A request that is no Produce between them.
+		if _, err := conn.Issue(kmsg.NewPtrMetadataRequest()); err != nil {
+			t.Fatalf("issue metadata %d: %v", i, err)
+		}
+	}
+	for i, p := range pend {
+		resp, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		rp := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		if rp.ErrorCode != 0 || rp.BaseOffset != int64(i) {
+			t.Fatalf("produce %d: error %d, base offset %d, want offset %d", i, rp.ErrorCode, rp.BaseOffset, i)
+		}
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(8<<20), kgo.FetchMaxPartitionBytes(8<<20))
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	defer cl.Close()
+	var got [][]byte
+	for len(got) < len(values) {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read back %d of %d records: %v", len(got), len(values), err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, r.Value) })
+	}
+	for i := range values {
+		if !bytes.Equal(got[i], values[i]) {
+			t.Fatalf("record %d: broker holds %d bytes unlike the %d sent", i, len(got[i]), len(values[i]))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(arrived); i++ {
+		if gap := arrived[i].Sub(arrived[i-1]); gap < latency {
+			t.Fatalf("Produce %d reached the broker %s after Produce %d, want at least the %s the earlier answer is held", i, gap, i-1, latency)
+		}
+	}
+}
+
 // A transfer through a link with a bandwidth cap takes at least its size
 // over the cap, in each direction.
 func TestBandwidthCap(t *testing.T) {
