@@ -15,7 +15,7 @@ func TestIdlePartitionFootprint(t *testing.T) {
 		size, max uintptr
 	}{
 		{"Runner", unsafe.Sizeof(Runner{}), 480},
-		{"Stats", unsafe.Sizeof(Stats{}), 352},
+		{"Stats", unsafe.Sizeof(Stats{}), 288},
 	} {
 		if c.size > c.max {
 			t.Errorf("%s is %d bytes, over its budget of %d (the allocator's size class)", c.name, c.size, c.max)

@@ -15,7 +15,7 @@ type Stats struct {
 	desired partition.Desired // of the last published status, for topicStopped
 	// txns: the runner keeps mirrored transactional producers.
 	txns bool
-	ps   PartitionSnapshot
+	ps   published
 
 	srcNewestTs  int64 // max timestamp of the newest source batch seen
 	lastMirrorTs int64 // max timestamp of the newest batch appended
@@ -33,12 +33,55 @@ type Stats struct {
 	work *workProgress
 }
 
+// published is what a Stats keeps of its PartitionSnapshot, field for
+// field under the same names: what the runner sets. Every mirrored
+// partition keeps one, so it leaves out what Snapshot derives (the lag),
+// what the engine fills in (the owner, the long work's progress, an
+// observer's record rate), and holds the mirror's and the topic's names
+// once per topic (names).
+type published struct {
+	names     unique.Handle[partitionNames]
+	Partition int32
+
+	State     partition.State
+	PrevState partition.State
+	Retryable bool
+	Cause     partition.Cause
+	Attempt   int
+	NextRetry time.Time
+	Error     string
+
+	SourceLogStart int64
+	SourceHWM      int64
+	DestLogEnd     int64
+
+	SourceEpoch  int32
+	SourceLeader int32
+	LastOffset   int64
+	LastEpoch    int32
+	WriterEpoch  int16
+	OpenTxns     int
+	Lineage      []EpochStart
+
+	SourceTopicID string
+	DestTopicID   string
+
+	BytesPerSec   float64
+	BatchesPerSec float64
+	BytesCopied   int64
+	BatchesCopied int64
+	FillerBatches int64
+}
+
+// partitionNames are the names every partition of a topic shares.
+type partitionNames struct{ mirror, topic string }
+
 // NewStats is the stats of partition p of topic, mirrored by mirror,
 // with nothing known yet.
 func NewStats(mirror, topic string, p int32) *Stats {
 	return &Stats{
-		ps: PartitionSnapshot{
-			Mirror: mirror, Topic: topic, Partition: p,
+		ps: published{
+			names: unique.Make(partitionNames{mirror, topic}), Partition: p,
 			SourceLogStart: -1, SourceHWM: -1, DestLogEnd: -1,
 			SourceEpoch: -1, SourceLeader: -1, LastOffset: -1, LastEpoch: -1,
 		},
@@ -51,8 +94,20 @@ func NewStats(mirror, topic string, p int32) *Stats {
 func (s *Stats) Snapshot() PartitionSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := s.ps
-	ps.Lineage = append([]EpochStart(nil), s.ps.Lineage...)
+	p := &s.ps
+	n := p.names.Value()
+	ps := PartitionSnapshot{
+		Mirror: n.mirror, Topic: n.topic, Partition: p.Partition,
+		State: p.State, PrevState: p.PrevState, Retryable: p.Retryable, Cause: p.Cause,
+		Attempt: p.Attempt, NextRetry: p.NextRetry, Error: p.Error,
+		SourceLogStart: p.SourceLogStart, SourceHWM: p.SourceHWM, DestLogEnd: p.DestLogEnd,
+		SourceEpoch: p.SourceEpoch, SourceLeader: p.SourceLeader,
+		LastOffset: p.LastOffset, LastEpoch: p.LastEpoch, WriterEpoch: p.WriterEpoch,
+		OpenTxns: p.OpenTxns, Lineage: append([]EpochStart(nil), p.Lineage...),
+		SourceTopicID: p.SourceTopicID, DestTopicID: p.DestTopicID,
+		BytesPerSec: p.BytesPerSec, BatchesPerSec: p.BatchesPerSec,
+		BytesCopied: p.BytesCopied, BatchesCopied: p.BatchesCopied, FillerBatches: p.FillerBatches,
+	}
 	if ps.SourceHWM >= 0 && ps.DestLogEnd >= 0 {
 		ps.Lag = max(0, ps.SourceHWM-ps.DestLogEnd)
 	}
