@@ -19,10 +19,18 @@ import (
 // it again once an answer to it is empty: its runner is woken only when
 // there is something to copy.
 
-// sessKey names a partition in a session.
+// sessKey names a partition in a session: its topic by its index in
+// the session's topics, so that the key of every idle partition is 8
+// bytes, not a name's 16 and a partition's.
 type sessKey struct {
-	topic     string
+	topic     uint32
 	partition int32
+}
+
+// sessTopic is a topic of a session's members, current or former.
+type sessTopic struct {
+	name string
+	id   [16]byte // the topic id the members' wants named last
 }
 
 // member is a partition waiting in a session: what its next request and
@@ -49,16 +57,17 @@ func (m member[R]) want(k sessKey, topicID [16]byte) Want[R] {
 // at a time (the broker numbers them); the fetcher's run loop sends them,
 // its connections answer them.
 type session[R Receiver] struct {
-	mu       sync.Mutex
-	id       int32
-	epoch    int32 // 0: the next request opens a new session, listing every member
-	members  map[sessKey]member[R]
-	ids      map[[16]byte]string  // topic names of the members' topic ids, for v13+ answers
-	topicIDs map[string][16]byte  // the members' topic ids by topic, for requests
-	changed  map[sessKey]struct{} // members to list in the next request: joined, or the broker has not seen them
-	forget   map[sessKey][16]byte // former members the broker still holds, with their topic ids
-	polling  bool                 // a session request is in flight
-	polls    int                  // requests answered, for the sweep of exited runners
+	mu      sync.Mutex
+	id      int32
+	epoch   int32 // 0: the next request opens a new session, listing every member
+	members map[sessKey]member[R]
+	topics  []sessTopic          // by index (sessKey.topic); a topic keeps its index
+	byName  map[string]uint32    // the index of a topic
+	ids     map[[16]byte]uint32  // the index of a topic id's topic, for v13+ answers
+	changed map[sessKey]struct{} // members to list in the next request: joined, or the broker has not seen them
+	forget  map[sessKey][16]byte // former members the broker still holds, with their topic ids
+	polling bool                 // a session request is in flight
+	polls   int                  // requests answered, for the sweep of exited runners
 }
 
 // sweepEvery is how many session answers pass between two sweeps of the
@@ -67,19 +76,26 @@ const sweepEvery = 100
 
 func newSession[R Receiver]() *session[R] {
 	return &session[R]{
-		members: make(map[sessKey]member[R]), ids: make(map[[16]byte]string), topicIDs: make(map[string][16]byte),
+		members: make(map[sessKey]member[R]), byName: make(map[string]uint32), ids: make(map[[16]byte]uint32),
 		changed: make(map[sessKey]struct{}), forget: make(map[sessKey][16]byte),
 	}
 }
 
 // park makes w a member: its partition is idle at w.Offset.
 func (s *session[R]) park(w Want[R]) {
-	k := sessKey{w.topic(), w.Partition}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	name := w.topic()
+	i, ok := s.byName[name]
+	if !ok {
+		i = uint32(len(s.topics))
+		s.topics = append(s.topics, sessTopic{name: name})
+		s.byName[name] = i
+	}
+	s.topics[i].id = w.TopicID
+	s.ids[w.TopicID] = i
+	k := sessKey{i, w.Partition}
 	s.members[k] = member[R]{To: w.To, Offset: w.Offset, Gen: w.Gen, LeaderEpoch: w.LeaderEpoch, LastEpoch: w.LastEpoch, MaxBytes: w.MaxBytes}
-	s.ids[w.TopicID] = k.topic
-	s.topicIDs[k.topic] = w.TopicID
 	s.changed[k] = struct{}{}
 	delete(s.forget, k)
 }
@@ -89,7 +105,8 @@ func (s *session[R]) park(w Want[R]) {
 func (s *session[R]) leave(w Want[R]) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.leaveLocked(sessKey{w.topic(), w.Partition})
+	i, ok := s.byName[w.topic()]
+	return ok && s.leaveLocked(sessKey{i, w.Partition})
 }
 
 func (s *session[R]) leaveLocked(k sessKey) bool {
@@ -98,7 +115,7 @@ func (s *session[R]) leaveLocked(k sessKey) bool {
 	}
 	delete(s.members, k)
 	delete(s.changed, k)
-	s.forget[k] = s.topicIDs[k.topic]
+	s.forget[k] = s.topics[k.topic].id
 	return true
 }
 
@@ -122,14 +139,14 @@ func (s *session[R]) request(maxWait int32, limits Limits) *kmsg.FetchRequest {
 	defer s.mu.Unlock()
 	req := newFetchRequest(maxWait, limits)
 	req.SessionID, req.SessionEpoch = s.id, s.epoch
-	topics := make(map[string]int)
+	topics := make(map[uint32]int)
 	add := func(k sessKey, m member[R]) {
 		i, ok := topics[k.topic]
 		if !ok {
 			i = len(req.Topics)
 			topics[k.topic] = i
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = k.topic, s.topicIDs[k.topic]
+			rt.Topic, rt.TopicID = s.topics[k.topic].name, s.topics[k.topic].id
 			req.Topics = append(req.Topics, rt)
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, fetchPartition(m.want(k, [16]byte{})))
@@ -143,14 +160,14 @@ func (s *session[R]) request(maxWait int32, limits Limits) *kmsg.FetchRequest {
 		for k := range s.changed {
 			add(k, s.members[k])
 		}
-		forgotten := make(map[string]int)
+		forgotten := make(map[uint32]int)
 		for k, id := range s.forget {
 			i, ok := forgotten[k.topic]
 			if !ok {
 				i = len(req.ForgottenTopics)
 				forgotten[k.topic] = i
 				ft := kmsg.NewFetchRequestForgottenTopic()
-				ft.Topic, ft.TopicID = k.topic, id
+				ft.Topic, ft.TopicID = s.topics[k.topic].name, id
 				req.ForgottenTopics = append(req.ForgottenTopics, ft)
 			}
 			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, k.partition)
@@ -175,9 +192,10 @@ func (s *session[R]) failed(broker int32, err error) (deliver []Want[R], results
 // dropAllLocked makes every member leave with err.
 func (s *session[R]) dropAllLocked(broker int32, err error, at time.Duration) (deliver []Want[R], results []Result) {
 	for k, m := range s.members {
-		deliver = append(deliver, m.want(k, s.topicIDs[k.topic]))
+		t := s.topics[k.topic]
+		deliver = append(deliver, m.want(k, t.id))
 		s.leaveLocked(k)
-		results = append(results, Result{Gen: m.Gen, Offset: m.Offset, At: at, Err: fetchErr(k.topic, k.partition, m.Offset, broker, err)})
+		results = append(results, Result{Gen: m.Gen, Offset: m.Offset, At: at, Err: fetchErr(t.name, k.partition, m.Offset, broker, err)})
 	}
 	return deliver, results
 }
@@ -221,18 +239,22 @@ func (s *session[R]) answer(fr *kmsg.FetchResponse, broker int32, at time.Durati
 		}
 	}
 	for _, t := range fr.Topics {
-		name := t.Topic
-		if name == "" {
-			name = s.ids[t.TopicID]
+		ti, ok := s.byName[t.Topic]
+		if t.Topic == "" {
+			ti, ok = s.ids[t.TopicID]
 		}
+		if !ok {
+			continue // a topic the session never had
+		}
+		name := s.topics[ti].name
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
-			k := sessKey{name, p.Partition}
+			k := sessKey{ti, p.Partition}
 			m, ok := s.members[k]
 			if !ok {
 				continue // left the session since the request was built
 			}
-			w := m.want(k, s.topicIDs[k.topic])
+			w := m.want(k, s.topics[ti].id)
 			res := resultOf(w, p, name, broker, at)
 			if res.idleAt(w.Offset) {
 				w.To.SetSource(res.HWM, res.LogStart)
