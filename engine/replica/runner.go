@@ -352,7 +352,7 @@ func (r *Runner) handleFetch(ctx context.Context, res fetch.Result) error {
 		next = max(next, items[n-1].h.NextOffset())
 		nextEpoch = items[n-1].h.LeaderEpoch
 		r.stats.setSourceNewest(items[n-1].h.MaxTimestamp)
-		r.sizeFetches(len(res.Records), next < res.HWM)
+		r.sizeFetches(len(res.Records), items[0].h.BaseOffset, next, res.HWM)
 	} else if partialAt >= 0 {
 		// One batch is larger than we asked for: ask for more next time.
 		r.maxBytes = min(r.maxBytes*2, 64<<20)
@@ -378,17 +378,23 @@ func (r *Runner) handleFetch(ctx context.Context, res fetch.Result) error {
 const maxGrownFetchBytes = 8 << 20
 
 // sizeFetches sizes the partition's next fetches after an answer of n
-// bytes. A partition has one fetch at a time, so it moves at most a fetch
-// per round trip to the source: one still behind after an answer that
-// filled half its size asks for twice as much next time (up to
-// maxGrownFetchBytes), so across a WAN the fetches grow towards the
-// bandwidth-delay product; once caught up it goes back to the configured
-// size.
-func (r *Runner) sizeFetches(n int, behind bool) {
+// bytes, holding offsets from first to next, the source's high watermark
+// being hwm. A partition has one fetch at a time, so it moves at most a
+// fetch per round trip to the source: one still behind after an answer
+// that filled half its size asks for twice as much next time, or at once
+// for what it is behind by (estimated at the answer's bytes per offset),
+// up to maxGrownFetchBytes; so across a WAN the fetches grow towards the
+// bandwidth-delay product without a round trip per doubling. Once caught
+// up it goes back to the configured size.
+func (r *Runner) sizeFetches(n int, first, next, hwm int64) {
 	base := r.deps.FetchBytes
-	switch {
+	switch behind := next < hwm; {
 	case behind && n >= int(r.maxBytes)/2:
-		r.maxBytes = max(r.maxBytes, min(r.maxBytes*2, maxGrownFetchBytes))
+		grown := float64(r.maxBytes) * 2
+		if span := next - first; span > 0 {
+			grown = max(grown, float64(hwm-next)*float64(n)/float64(span))
+		}
+		r.maxBytes = max(r.maxBytes, int32(min(grown, maxGrownFetchBytes)))
 	case !behind && r.maxBytes > base && n < int(base):
 		r.maxBytes = base
 	}
