@@ -20,16 +20,15 @@ import (
 // a channel per kind of message.
 type inbox struct {
 	mu         sync.Mutex
-	events     []partition.Event // operator events, oldest first
-	fault      error             // a failure found outside the runner (a deleted source topic)
-	result     *fetch.Result     // the fetcher's newest answer, nil when none (an idle runner keeps none)
-	exited     bool              // run has returned: events are dropped
-	checkpoint bool              // the mirror asks for the last mirrored offset to be written
-	retryDue   bool              // the retry timer of retrySeq fired
-	stopQueued bool              // a stop was handed over and no start since (topicStopped)
-	woken      bool              // something was handed over since the runner last looked
-	parked     bool              // no goroutine runs the runner: the next wake starts one
-	retrySeq   uint32            // the retry scheduled last
+	rare       *inboxRare    // operator events and a failure found outside the runner; nil when there are none
+	result     *fetch.Result // the fetcher's newest answer, nil when none (an idle runner keeps none)
+	exited     bool          // run has returned: events are dropped
+	checkpoint bool          // the mirror asks for the last mirrored offset to be written
+	retryDue   bool          // the retry timer of retrySeq fired
+	stopQueued bool          // a stop was handed over and no start since (topicStopped)
+	woken      bool          // something was handed over since the runner last looked
+	parked     bool          // no goroutine runs the runner: the next wake starts one
+	retrySeq   uint32        // the retry scheduled last
 	// end is the destination log end last observed by the mirror's
 	// watcher, for the runner, which alone can tell a foreign write
 	// from its own appends; end.end is -1 once the runner took it.
@@ -88,7 +87,8 @@ func (r *Runner) Send(ev partition.Event) {
 	r.in.mu.Lock()
 	r.in.noteCommand(ev)
 	if !r.in.exited {
-		r.in.events = append(r.in.events, ev)
+		rare := r.in.more()
+		rare.events = append(rare.events, ev)
 		if r.in.cancelWork != nil {
 			r.in.cancelWork()
 		}
@@ -103,8 +103,8 @@ func (r *Runner) Send(ev partition.Event) {
 // not yet taken is kept.
 func (r *Runner) Inject(err error) {
 	r.in.mu.Lock()
-	if r.in.fault == nil {
-		r.in.fault = err
+	if r.in.rare == nil || r.in.rare.fault == nil {
+		r.in.more().fault = err
 		// MIRRORING may be blocked on what failed (a fetcher that
 		// cannot reach the source takes no more wants). Other work
 		// (alignment, a rebuild) ends by itself and is not cut short.
@@ -145,6 +145,36 @@ func (r *Runner) Exited() bool { return r.hasExited() }
 // SetSource publishes the source offsets of an answer the runner is not
 // woken for.
 func (r *Runner) SetSource(hwm, logStart int64) { r.stats.SetSource(hwm, logStart) }
+
+// inboxRare is what an inbox holds only now and then: an idle runner's
+// inbox keeps none.
+type inboxRare struct {
+	events []partition.Event // operator events, oldest first
+	fault  error             // a failure found outside the runner (a deleted source topic)
+}
+
+// more returns the inbox's rarely used part, allocating it; in.mu held.
+func (in *inbox) more() *inboxRare {
+	if in.rare == nil {
+		in.rare = new(inboxRare)
+	}
+	return in.rare
+}
+
+// tidy drops the rarely used part once it holds nothing; in.mu held.
+func (in *inbox) tidy() {
+	if in.rare != nil && len(in.rare.events) == 0 && in.rare.fault == nil {
+		in.rare = nil
+	}
+}
+
+// pendingEvents is how many operator events wait; in.mu held.
+func (in *inbox) pendingEvents() int {
+	if in.rare == nil {
+		return 0
+	}
+	return len(in.rare.events)
+}
 
 // newInbox returns an empty inbox.
 func newInbox() inbox {
@@ -192,14 +222,16 @@ func (r *Runner) takeEnd() (observedEnd, bool) {
 func (r *Runner) takeEvent() (partition.Event, bool) {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
-	if len(r.in.events) == 0 {
+	if r.in.pendingEvents() == 0 {
 		return nil, false
 	}
-	ev := r.in.events[0]
-	r.in.events[0] = nil
-	r.in.events = r.in.events[1:]
-	if len(r.in.events) == 0 {
-		r.in.events = nil
+	rare := r.in.rare
+	ev := rare.events[0]
+	rare.events[0] = nil
+	rare.events = rare.events[1:]
+	if len(rare.events) == 0 {
+		rare.events = nil
+		r.in.tidy()
 	} else {
 		r.pokeLocked() // the next waiter takes the rest
 	}
@@ -210,15 +242,19 @@ func (r *Runner) takeEvent() (partition.Event, bool) {
 func (r *Runner) eventPending() bool {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
-	return len(r.in.events) > 0
+	return r.in.pendingEvents() > 0
 }
 
 // takeFault removes the failure found outside the runner, nil if none.
 func (r *Runner) takeFault() error {
 	r.in.mu.Lock()
 	defer r.in.mu.Unlock()
-	err := r.in.fault
-	r.in.fault = nil
+	if r.in.rare == nil {
+		return nil
+	}
+	err := r.in.rare.fault
+	r.in.rare.fault = nil
+	r.in.tidy()
 	return err
 }
 
@@ -256,7 +292,7 @@ func (r *Runner) startWork(ctx context.Context) (context.Context, context.Cancel
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.in.mu.Lock()
 	r.in.cancelWork = cancel
-	if len(r.in.events) > 0 || ctx.Err() != nil {
+	if r.in.pendingEvents() > 0 || ctx.Err() != nil {
 		cancel()
 	}
 	r.in.mu.Unlock()
@@ -293,6 +329,9 @@ func (r *Runner) hasExited() bool {
 func (r *Runner) markExited() {
 	r.in.mu.Lock()
 	r.in.exited = true
-	r.in.events = nil
+	if r.in.rare != nil {
+		r.in.rare.events = nil
+		r.in.tidy()
+	}
 	r.in.mu.Unlock()
 }

@@ -14,7 +14,7 @@ func TestIdlePartitionFootprint(t *testing.T) {
 		name      string
 		size, max uintptr
 	}{
-		{"Runner", unsafe.Sizeof(Runner{}), 480},
+		{"Runner", unsafe.Sizeof(Runner{}), 448},
 		{"Stats", unsafe.Sizeof(Stats{}), 288},
 	} {
 		if c.size > c.max {
