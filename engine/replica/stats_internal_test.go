@@ -46,22 +46,22 @@ func TestSnapshotCopiesEveryPublishedField(t *testing.T) {
 		if !f.IsExported() {
 			continue
 		}
-		switch v.Kind() {
-		case reflect.Int8: // a state or a cause
+		switch k := v.Kind(); {
+		case k == reflect.Int8: // a state or a cause
 			v.SetInt(int64(1 + i%4))
-		case reflect.Int, reflect.Int16, reflect.Int32, reflect.Int64:
+		case k == reflect.Int || k == reflect.Int16 || k == reflect.Int32 || k == reflect.Int64:
 			v.SetInt(int64(100 + i))
-		case reflect.Uint16, reflect.Uint32:
+		case k == reflect.Uint16 || k == reflect.Uint32:
 			v.SetUint(uint64(100 + i))
-		case reflect.Bool:
+		case k == reflect.Bool:
 			v.SetBool(true)
-		case reflect.Float64:
+		case k == reflect.Float64:
 			v.SetFloat(float64(100 + i))
-		case reflect.String:
+		case k == reflect.String:
 			v.SetString(f.Name)
-		case reflect.Slice:
+		case k == reflect.Slice:
 			v.Set(reflect.ValueOf([]EpochStart{{Epoch: 3, StartOffset: 7}}))
-		case reflect.Struct:
+		case k == reflect.Struct:
 			v.Set(reflect.ValueOf(time.Unix(int64(i), 0)))
 		default:
 			t.Fatalf("published.%s is a %s the test does not know how to set", f.Name, v.Kind())
