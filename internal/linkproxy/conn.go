@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -83,8 +84,8 @@ func (c *conn) run(broker string) {
 	// A direction that adds nothing (no delay, no cap; requests are never
 	// held, only Produce answers) is written straight from its reader.
 	plain := half == 0 && c.link.opts.Bandwidth == 0
-	toBroker := &line{c: c, dst: up, pace: c.link.toBroker, delay: half, direct: plain, q: make(chan chunk, lineChunks)}
-	toClient := &line{c: c, dst: c.client, pace: c.link.toClient, delay: half, direct: plain && c.link.opts.ProduceLatency == 0, q: make(chan chunk, lineChunks)}
+	toBroker := newLine(c, up, c.link.toBroker, half, plain)
+	toClient := newLine(c, c.client, c.link.toClient, half, plain && c.link.opts.ProduceLatency == 0)
 	var wg sync.WaitGroup
 	wg.Go(toBroker.write)
 	wg.Go(toClient.write)
@@ -123,12 +124,7 @@ func rewritten(key int16) bool {
 func (c *conn) requests(out *line) {
 	defer close(out.q)
 	serial := c.link.opts.ProduceLatency > 0
-	// A direct line splices what is not buffered (forward): buffering
-	// little more than a header leaves the most to splice.
-	br := bufio.NewReaderSize(c.client, chunkSize)
-	if out.direct {
-		br = bufio.NewReaderSize(c.client, 4*headerPeek)
-	}
+	br := out.reader(c.client)
 	for {
 		size, err := frameSize(br)
 		if err != nil || size < 8 {
@@ -151,7 +147,7 @@ func (c *conn) requests(out *line) {
 		if answered && (serial || rewritten(h.Key)) {
 			c.expect(h)
 		}
-		if !out.forward(br, c.client, 4+size) {
+		if !out.forward(br, c.client, 4+size, time.Time{}) {
 			return
 		}
 		if !serial || !answered {
@@ -176,7 +172,7 @@ func (c *conn) requests(out *line) {
 func (c *conn) responses(out *line) {
 	defer close(out.q)
 	serial := c.link.opts.ProduceLatency > 0
-	br := bufio.NewReaderSize(c.upstream, chunkSize)
+	br := out.reader(c.upstream)
 	for {
 		size, err := frameSize(br)
 		if err != nil || size < 4 {
@@ -199,7 +195,7 @@ func (c *conn) responses(out *line) {
 			if !out.send(c.link.rewriteFrame(frame, h), nil, release) {
 				return
 			}
-		} else if !out.stream(br, 4+size, release) {
+		} else if !out.forward(br, c.upstream, 4+size, release) {
 			return
 		}
 		if serial && noted {
@@ -238,10 +234,13 @@ func waitUntil(at time.Time, done <-chan struct{}) bool {
 	}
 }
 
-// chunk is bytes on their way through one direction of a connection.
+// chunk is bytes on their way through one direction of a connection: in
+// memory, or n bytes in a pipe.
 type chunk struct {
 	b      []byte
 	pooled *[]byte // b's buffer, back to chunks once written
+	pipe   *pipe
+	n      int
 	due    time.Time
 }
 
@@ -254,6 +253,23 @@ type line struct {
 	delay  time.Duration
 	direct bool // nothing is added: chunks are written at once by the reader
 	q      chan chunk
+	// raw is dst's descriptor when the line moves bytes socket to
+	// socket (forward), nil when it copies them.
+	raw syscall.RawConn
+}
+
+func newLine(c *conn, dst net.Conn, pace *pacer, delay time.Duration, direct bool) *line {
+	return &line{c: c, dst: dst, pace: pace, delay: delay, direct: direct, q: make(chan chunk, lineChunks), raw: rawConn(dst)}
+}
+
+// reader returns the reader of the line's source, src: what forward
+// splices is what the reader has not buffered, so a line that splices
+// buffers little more than a header.
+func (ln *line) reader(src net.Conn) *bufio.Reader {
+	if ln.raw != nil && rawConn(src) != nil {
+		return bufio.NewReaderSize(src, 4*headerPeek)
+	}
+	return bufio.NewReaderSize(src, chunkSize)
 }
 
 // stream forwards the next n bytes of br as they arrive, none before
@@ -274,29 +290,49 @@ func (ln *line) stream(br *bufio.Reader, n int, notBefore time.Time) bool {
 }
 
 // forward passes the next n bytes of br, read from src, on as they
-// arrive. A direct line passes what br has not buffered yet from socket to
-// socket inside the kernel (splice): the proxy then costs the two cores the
-// bench runs on no copy of a Produce's records in and out of its memory, a
-// cost a replicating broker's network does not add to the mirror's host.
-func (ln *line) forward(br *bufio.Reader, src net.Conn, n int) bool {
-	dst, ok := ln.dst.(*net.TCPConn)
-	if !ln.direct || !ok {
-		return ln.stream(br, n, time.Time{})
+// arrive, none before notBefore. What br has not buffered yet goes from
+// socket to socket inside the kernel (splice) where it can: at once on a
+// direct line, through pipes held until their due time on a delayed one.
+// The proxy then costs the cores the bench runs on no copy of the bytes
+// in and out of its memory, a cost a real network does not add to the
+// mirror's host.
+func (ln *line) forward(br *bufio.Reader, src net.Conn, n int, notBefore time.Time) bool {
+	raw := rawConn(src)
+	if ln.raw == nil || raw == nil {
+		return ln.stream(br, n, notBefore)
 	}
 	if b := min(br.Buffered(), n); b > 0 {
-		if !ln.stream(br, b, time.Time{}) {
+		if !ln.stream(br, b, notBefore) {
 			return false
 		}
 		n -= b
 	}
-	if n == 0 {
-		return true
-	}
 	// br holds nothing now: the rest comes straight from the socket,
 	// and br's next read starts after it.
-	if k, err := dst.ReadFrom(io.LimitReader(src, int64(n))); err != nil || k < int64(n) {
-		ln.c.close()
-		return false
+	if ln.direct {
+		k, err := ln.dst.(*net.TCPConn).ReadFrom(io.LimitReader(src, int64(n)))
+		if err != nil || k < int64(n) {
+			ln.c.close()
+			return false
+		}
+		return true
+	}
+	for n > 0 {
+		p, err := ln.c.link.pipes.get()
+		if err != nil {
+			return ln.stream(br, n, notBefore) // no pipe to be had: copy
+		}
+		k, err := p.fill(raw, n)
+		if err != nil || k == 0 {
+			ln.c.link.pipes.put(p) // empty
+			ln.c.close()
+			return false
+		}
+		n -= k
+		if !ln.queue(chunk{pipe: p, n: k}, k, notBefore) {
+			ln.c.link.pipes.drop(p)
+			return false
+		}
 	}
 	return true
 }
@@ -315,13 +351,19 @@ func (ln *line) send(b []byte, pooled *[]byte, notBefore time.Time) bool {
 		}
 		return true
 	}
+	return ln.queue(chunk{b: b, pooled: pooled}, len(b), notBefore)
+}
+
+// queue queues ch, of n bytes, to leave after the bandwidth and the delay
+// of the link, and not before notBefore.
+func (ln *line) queue(ch chunk, n int, notBefore time.Time) bool {
 	at := time.Now()
 	if notBefore.After(at) {
 		at = notBefore
 	}
-	due := ln.pace.after(at, len(b)).Add(ln.delay)
+	ch.due = ln.pace.after(at, n).Add(ln.delay)
 	select {
-	case ln.q <- chunk{b: b, pooled: pooled, due: due}:
+	case ln.q <- ch:
 		return true
 	case <-ln.c.done:
 		return false
@@ -345,12 +387,23 @@ func (ln *line) write() {
 			}
 		}
 		if ok {
-			if _, err := ln.dst.Write(ch.b); err != nil {
+			var err error
+			if ch.pipe != nil {
+				err = ch.pipe.drain(ln.raw, ch.n)
+			} else {
+				_, err = ln.dst.Write(ch.b)
+			}
+			if err != nil {
 				ok = false
 				ln.c.close()
 			}
 		}
-		if ch.pooled != nil {
+		switch {
+		case ch.pipe != nil && ok:
+			ln.c.link.pipes.put(ch.pipe) // drained
+		case ch.pipe != nil:
+			ln.c.link.pipes.drop(ch.pipe)
+		case ch.pooled != nil:
 			chunks.Put(ch.pooled)
 		}
 	}

@@ -65,6 +65,7 @@ type Link struct {
 	opts     Options
 	toBroker *pacer // the client → broker direction's bandwidth
 	toClient *pacer // the broker → client direction's
+	pipes    pipes  // idle pipes of the delayed lines (forward)
 
 	mu      sync.Mutex
 	proxies map[string]*proxy // by upstream broker address
@@ -132,6 +133,7 @@ func (l *Link) Close() {
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
+	l.pipes.close()
 }
 
 // proxy is the listener in front of one broker.
