@@ -312,12 +312,11 @@ func produceRequest(t *testing.T, id [16]byte, value []byte) *kmsg.ProduceReques
 	return req
 }
 
-// A link with a produce latency answers each Produce that much later, and
-// hands one connection's requests to the broker one at a time: a request
-// sent while another is in the broker reaches it only after the earlier
-// one's answer has left, delay included.
-func TestProduceOneRequestAtATime(t *testing.T) {
-	const latency = 40 * time.Millisecond
+// serialLink starts a one-broker cluster behind a link with a produce
+// latency and returns a connection through it, the topic id of "t" and
+// when each Produce reached the broker so far.
+func serialLink(t *testing.T, latency time.Duration) (*kfake.Cluster, *wire.Conn, [16]byte, func() []time.Time) {
+	t.Helper()
 	c := newCluster(t, 1)
 	var mu sync.Mutex
 	var arrived []time.Time
@@ -334,12 +333,54 @@ func TestProduceOneRequestAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() })
 	meta, err := conn.Request(ctx, kmsg.NewPtrMetadataRequest())
 	if err != nil {
 		t.Fatalf("metadata: %v", err)
 	}
-	id := meta.(*kmsg.MetadataResponse).Topics[0].TopicID
+	return c, conn, meta.(*kmsg.MetadataResponse).Topics[0].TopicID, func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(arrived)
+	}
+}
+
+// waitLanded waits for the answer to Produce i, which must have landed at
+// offset i.
+func waitLanded(ctx context.Context, t *testing.T, p *wire.Pending, i int) {
+	t.Helper()
+	resp, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("produce %d: %v", i, err)
+	}
+	rp := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if rp.ErrorCode != 0 || rp.BaseOffset != int64(i) {
+		t.Fatalf("produce %d: error %d, base offset %d, want offset %d", i, rp.ErrorCode, rp.BaseOffset, i)
+	}
+}
+
+// checkSerial checks that n Produce requests reached the broker, each at
+// least latency after the one before it (whose answer was held that long).
+func checkSerial(t *testing.T, arrived []time.Time, n int, latency time.Duration) {
+	t.Helper()
+	if len(arrived) != n {
+		t.Fatalf("broker saw %d Produce requests, want %d", len(arrived), n)
+	}
+	for i := 1; i < n; i++ {
+		if gap := arrived[i].Sub(arrived[i-1]); gap < latency {
+			t.Fatalf("Produce %d reached the broker %s after Produce %d, want at least the %s the earlier answer is held", i, gap, i-1, latency)
+		}
+	}
+}
+
+// A link with a produce latency answers each Produce that much later, and
+// hands one connection's requests to the broker one at a time: a request
+// sent while another is in the broker reaches it only after the earlier
+// one's answer has left, delay included.
+func TestProduceOneRequestAtATime(t *testing.T) {
+	const latency = 40 * time.Millisecond
+	_, conn, id, arrivals := serialLink(t, latency)
+	ctx := testCtx(t)
 
 	const n = 4
 	var pend []*wire.Pending
@@ -352,28 +393,12 @@ func TestProduceOneRequestAtATime(t *testing.T) {
 		pend = append(pend, p)
 	}
 	for i, p := range pend {
-		resp, err := p.Wait(ctx)
-		if err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-		rp := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
-		if rp.ErrorCode != 0 || rp.BaseOffset != int64(i) {
-			t.Fatalf("produce %d: error %d, base offset %d, want offset %d", i, rp.ErrorCode, rp.BaseOffset, i)
-		}
+		waitLanded(ctx, t, p, i)
 		if took := p.CompletedAt().Sub(t0); took < time.Duration(i+1)*latency {
 			t.Fatalf("answer %d came %s after the requests were sent, want at least %s", i, took, time.Duration(i+1)*latency)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(arrived) != n {
-		t.Fatalf("broker saw %d Produce requests, want %d", len(arrived), n)
-	}
-	for i := 1; i < n; i++ {
-		if gap := arrived[i].Sub(arrived[i-1]); gap < latency {
-			t.Fatalf("Produce %d reached the broker %s after Produce %d, want at least the %s the earlier answer is held", i, gap, i-1, latency)
-		}
-	}
+	checkSerial(t, arrivals(), n, latency)
 }
 
 // Under a produce latency, a request larger than what the proxy buffers
@@ -382,28 +407,8 @@ func TestProduceOneRequestAtATime(t *testing.T) {
 // still holds each Produce back until the answer before it has left).
 func TestProduceLatencyKeepsLargeRequestsWhole(t *testing.T) {
 	const latency = 20 * time.Millisecond
-	c := newCluster(t, 1)
-	var mu sync.Mutex
-	var arrived []time.Time
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		mu.Lock()
-		arrived = append(arrived, time.Now())
-		mu.Unlock()
-		return nil, nil, false // the cluster answers it
-	})
-	l := startLink(t, c, linkproxy.Options{ProduceLatency: latency})
+	c, conn, id, arrivals := serialLink(t, latency)
 	ctx := testCtx(t)
-	conn, err := wire.Dial(ctx, l.Addrs()[0], wire.Options{ClientID: "linkproxy-test"})
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer conn.Close()
-	meta, err := conn.Request(ctx, kmsg.NewPtrMetadataRequest())
-	if err != nil {
-		t.Fatalf("metadata: %v", err)
-	}
-	id := meta.(*kmsg.MetadataResponse).Topics[0].TopicID
 
 	// Values of 700 KB and 3 bytes in turn, each byte its own: a lost,
 	// doubled or moved byte changes a value.
@@ -429,14 +434,7 @@ func TestProduceLatencyKeepsLargeRequestsWhole(t *testing.T) {
 		}
 	}
 	for i, p := range pend {
-		resp, err := p.Wait(ctx)
-		if err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-		rp := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
-		if rp.ErrorCode != 0 || rp.BaseOffset != int64(i) {
-			t.Fatalf("produce %d: error %d, base offset %d, want offset %d", i, rp.ErrorCode, rp.BaseOffset, i)
-		}
+		waitLanded(ctx, t, p, i)
 	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"),
@@ -458,13 +456,7 @@ func TestProduceLatencyKeepsLargeRequestsWhole(t *testing.T) {
 			t.Fatalf("record %d: broker holds %d bytes unlike the %d sent", i, len(got[i]), len(values[i]))
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i := 1; i < len(arrived); i++ {
-		if gap := arrived[i].Sub(arrived[i-1]); gap < latency {
-			t.Fatalf("Produce %d reached the broker %s after Produce %d, want at least the %s the earlier answer is held", i, gap, i-1, latency)
-		}
-	}
+	checkSerial(t, arrivals(), len(values), latency)
 }
 
 // A transfer through a link with a bandwidth cap takes at least its size
