@@ -62,6 +62,9 @@ func TestInboxWakesForEverything(t *testing.T) {
 	if ev, ok := r.takeEvent(); !ok || ev != (partition.Resume{}) {
 		t.Fatalf("second event %v, want Resume", ev)
 	}
+	if r.in.rare != nil {
+		t.Fatal("an inbox whose events were all taken still keeps their part (every idle partition would)")
+	}
 	r.Inject(errors.New("first"))
 	r.Inject(errors.New("second"))
 	if !woken() {
@@ -72,6 +75,9 @@ func TestInboxWakesForEverything(t *testing.T) {
 	}
 	if err := r.takeFault(); err != nil {
 		t.Fatalf("fault taken twice: %v", err)
+	}
+	if r.in.rare != nil {
+		t.Fatal("an inbox whose failure was taken still keeps its part")
 	}
 	ctx, cancel := r.startWork(context.Background())
 	defer cancel()
