@@ -41,6 +41,15 @@ type cluster struct {
 	coordLookups  batcher[string, int32]
 }
 
+// noFetchSession is an option of every consuming client the engine may
+// close while it fetches (the __mirror_state readers, the instance group
+// member, a rebuild's reader). franz-go's Client.Close reads a source's
+// fetch session id while that source's fetch loop may still be setting it
+// from an answer, a data race the race detector reports; without fetch
+// sessions the id stays 0 and Close does not look further. These clients
+// read few partitions, where a session saves next to nothing.
+var noFetchSession = kgo.DisableFetchSessions()
+
 // newCluster connects to a cluster. opts carry security settings.
 func newCluster(name string, bootstrap []string, clientID string, opts ...kgo.Opt) (*cluster, error) {
 	if len(bootstrap) == 0 {

@@ -98,7 +98,7 @@ func (e *Engine) Join(ctx context.Context) error {
 	c.w = store.NewWriter(c.wcl)
 	c.sink = replica.NewStateSink(c.w)
 	if c.reader, err = kgo.NewClient(append(slices.Clone(base),
-		kgo.ConsumeTopics(store.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...); err != nil {
+		kgo.ConsumeTopics(store.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), noFetchSession)...); err != nil {
 		c.wcl.Close()
 		return err
 	}
@@ -106,7 +106,7 @@ func (e *Engine) Join(ctx context.Context) error {
 	// already count.
 	e.gate.arm(sessionTimeout)
 	if c.member, err = kgo.NewClient(append(slices.Clone(base),
-		kgo.ConsumerGroup(GroupID), kgo.ConsumeTopics(store.Topic), kgo.DisableAutoCommit(),
+		kgo.ConsumerGroup(GroupID), kgo.ConsumeTopics(store.Topic), kgo.DisableAutoCommit(), noFetchSession,
 		kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(time.Second),
 		kgo.WithHooks(gateHook{g: e.gate, suspended: c.suspended}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {

@@ -104,7 +104,7 @@ func NewObserver(ctx context.Context, cfg ObserverConfig) (*Observer, error) {
 	// A direct consumer of every partition: no group, no commits, and
 	// franz-go never asks a broker to create a topic it consumes.
 	rd, err := kgo.NewClient(append(slices.Clone(base),
-		kgo.ConsumeTopics(store.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+		kgo.ConsumeTopics(store.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), noFetchSession)...)
 	if err != nil {
 		dst.close()
 		return nil, fmt.Errorf("observer: %w", err)

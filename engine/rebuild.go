@@ -206,7 +206,7 @@ func (m *mirror) copyRange(ctx context.Context, topic, q string, p int32, from, 
 	base := append([]kgo.Opt{kgo.SeedBrokers(m.e.cfg.Destination...), kgo.ClientID(m.e.cfg.Instance + "-quarantine")}, m.e.cfg.DestinationOpts...)
 	// Control records are kept so the read knows it reached the end even
 	// when the range closes with a transaction marker; they are not copied.
-	cons, err := kgo.NewClient(append(base, kgo.KeepControlRecords(),
+	cons, err := kgo.NewClient(append(base, kgo.KeepControlRecords(), noFetchSession,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}))...)
 	if err != nil {
 		return 0, err
