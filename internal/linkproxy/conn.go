@@ -84,8 +84,8 @@ func (c *conn) run(broker string) {
 	// A direction that adds nothing (no delay, no cap; requests are never
 	// held, only Produce answers) is written straight from its reader.
 	plain := half == 0 && c.link.opts.Bandwidth == 0
-	toBroker := newLine(c, up, c.link.toBroker, half, plain)
-	toClient := newLine(c, c.client, c.link.toClient, half, plain && c.link.opts.ProduceLatency == 0)
+	toBroker := newLine(c, c.client, up, c.link.toBroker, half, plain)
+	toClient := newLine(c, up, c.client, c.link.toClient, half, plain && c.link.opts.ProduceLatency == 0)
 	var wg sync.WaitGroup
 	wg.Go(toBroker.write)
 	wg.Go(toClient.write)
@@ -124,7 +124,7 @@ func rewritten(key int16) bool {
 func (c *conn) requests(out *line) {
 	defer close(out.q)
 	serial := c.link.opts.ProduceLatency > 0
-	br := out.reader(c.client)
+	br := out.reader()
 	for {
 		size, err := frameSize(br)
 		if err != nil || size < 8 {
@@ -147,7 +147,7 @@ func (c *conn) requests(out *line) {
 		if answered && (serial || rewritten(h.Key)) {
 			c.expect(h)
 		}
-		if !out.forward(br, c.client, 4+size, time.Time{}) {
+		if !out.forward(br, 4+size, time.Time{}) {
 			return
 		}
 		if !serial || !answered {
@@ -172,7 +172,7 @@ func (c *conn) requests(out *line) {
 func (c *conn) responses(out *line) {
 	defer close(out.q)
 	serial := c.link.opts.ProduceLatency > 0
-	br := out.reader(c.upstream)
+	br := out.reader()
 	for {
 		size, err := frameSize(br)
 		if err != nil || size < 4 {
@@ -195,7 +195,7 @@ func (c *conn) responses(out *line) {
 			if !out.send(c.link.rewriteFrame(frame, h), nil, release) {
 				return
 			}
-		} else if !out.forward(br, c.upstream, 4+size, release) {
+		} else if !out.forward(br, 4+size, release) {
 			return
 		}
 		if serial && noted {
@@ -253,23 +253,29 @@ type line struct {
 	delay  time.Duration
 	direct bool // nothing is added: chunks are written at once by the reader
 	q      chan chunk
-	// raw is dst's descriptor when the line moves bytes socket to
-	// socket (forward), nil when it copies them.
-	raw syscall.RawConn
+	src    net.Conn // what the line's reader reads
+	// srcRaw and raw are src's and dst's descriptors when the line
+	// moves bytes socket to socket (forward); both nil when it copies
+	// them.
+	srcRaw, raw syscall.RawConn
 }
 
-func newLine(c *conn, dst net.Conn, pace *pacer, delay time.Duration, direct bool) *line {
-	return &line{c: c, dst: dst, pace: pace, delay: delay, direct: direct, q: make(chan chunk, lineChunks), raw: rawConn(dst)}
-}
-
-// reader returns the reader of the line's source, src: what forward
-// splices is what the reader has not buffered, so a line that splices
-// buffers little more than a header.
-func (ln *line) reader(src net.Conn) *bufio.Reader {
-	if ln.raw != nil && rawConn(src) != nil {
-		return bufio.NewReaderSize(src, 4*headerPeek)
+func newLine(c *conn, src, dst net.Conn, pace *pacer, delay time.Duration, direct bool) *line {
+	ln := &line{c: c, dst: dst, pace: pace, delay: delay, direct: direct, q: make(chan chunk, lineChunks), src: src}
+	if sr, dr := rawConn(src), rawConn(dst); sr != nil && dr != nil {
+		ln.srcRaw, ln.raw = sr, dr
 	}
-	return bufio.NewReaderSize(src, chunkSize)
+	return ln
+}
+
+// reader returns the reader of the line's source: what forward splices
+// is what the reader has not buffered, so a line that splices buffers
+// little more than a header.
+func (ln *line) reader() *bufio.Reader {
+	if ln.raw != nil {
+		return bufio.NewReaderSize(ln.src, 4*headerPeek)
+	}
+	return bufio.NewReaderSize(ln.src, chunkSize)
 }
 
 // stream forwards the next n bytes of br as they arrive, none before
@@ -289,16 +295,15 @@ func (ln *line) stream(br *bufio.Reader, n int, notBefore time.Time) bool {
 	return true
 }
 
-// forward passes the next n bytes of br, read from src, on as they
+// forward passes the next n bytes of br, the line's reader, on as they
 // arrive, none before notBefore. What br has not buffered yet goes from
 // socket to socket inside the kernel (splice) where it can: at once on a
 // direct line, through pipes held until their due time on a delayed one.
 // The proxy then costs the cores the bench runs on no copy of the bytes
 // in and out of its memory, a cost a real network does not add to the
 // mirror's host.
-func (ln *line) forward(br *bufio.Reader, src net.Conn, n int, notBefore time.Time) bool {
-	raw := rawConn(src)
-	if ln.raw == nil || raw == nil {
+func (ln *line) forward(br *bufio.Reader, n int, notBefore time.Time) bool {
+	if ln.raw == nil {
 		return ln.stream(br, n, notBefore)
 	}
 	if b := min(br.Buffered(), n); b > 0 {
@@ -310,7 +315,7 @@ func (ln *line) forward(br *bufio.Reader, src net.Conn, n int, notBefore time.Ti
 	// br holds nothing now: the rest comes straight from the socket,
 	// and br's next read starts after it.
 	if ln.direct {
-		k, err := ln.dst.(*net.TCPConn).ReadFrom(io.LimitReader(src, int64(n)))
+		k, err := ln.dst.(*net.TCPConn).ReadFrom(io.LimitReader(ln.src, int64(n)))
 		if err != nil || k < int64(n) {
 			ln.c.close()
 			return false
@@ -322,7 +327,7 @@ func (ln *line) forward(br *bufio.Reader, src net.Conn, n int, notBefore time.Ti
 		if err != nil {
 			return ln.stream(br, n, notBefore) // no pipe to be had: copy
 		}
-		k, err := p.fill(raw, n)
+		k, err := p.fill(ln.srcRaw, n)
 		if err != nil || k == 0 {
 			ln.c.link.pipes.put(p) // empty
 			ln.c.close()
