@@ -78,6 +78,7 @@ type Fetcher[R Receiver] struct {
 	limits  Limits
 	wants   chan Want[R]
 	sess    *session[R] // the idle partitions (session.go)
+	rtt     roundTrips  // the round trip to the broker, for the runners' fetch sizes
 	redial  atomic.Bool // the last dial failed: ask the cluster for the broker's address
 }
 
@@ -275,6 +276,7 @@ func (f *Fetcher[R]) fetch(ctx context.Context, conn *wire.Conn, job fetchJob[R]
 		req, idx = fetchRequest(job)
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(job.maxWait)*time.Millisecond+requestTimeout)
+	sent := time.Now()
 	resp, err := conn.Request(wctx, req)
 	cancel()
 	if err != nil {
@@ -284,11 +286,22 @@ func (f *Fetcher[R]) fetch(ctx context.Context, conn *wire.Conn, job fetchJob[R]
 		failAll(err)
 		return nil, 0
 	}
+	if job.maxWait == 0 {
+		// Answered at once: how long it took is a round trip (and the
+		// broker's work), not a long-poll's wait.
+		now := time.Now()
+		f.rtt.observe(now.Sub(sent), now)
+	}
 	fr := resp.(*kmsg.FetchResponse)
+	rtt := f.rtt.estimate()
 	if job.session {
-		deliverAll(f.sess.answer(fr, f.key.Broker, Since()))
+		ws, results := f.sess.answer(fr, f.key.Broker, Since())
+		for i := range results {
+			results[i].RTT = rtt
+		}
+		deliverAll(ws, results)
 	} else {
-		f.answer(job.wants, fr, idx, job.maxWait > 0 && !hasRecords(fr))
+		f.answer(job.wants, fr, idx, job.maxWait > 0 && !hasRecords(fr), rtt)
 	}
 	return conn, time.Duration(fr.ThrottleMillis) * time.Millisecond
 }
@@ -306,8 +319,9 @@ func deliverAll[R Receiver](ws []Want[R], results []Result) {
 // their wants go into the fetch session instead (a long-poll that ends
 // with another partition's records says nothing about the others: one of
 // them parked now would wait for the session's next request for its next
-// records, up to a long-poll later).
-func (f *Fetcher[R]) answer(wants []Want[R], fr *kmsg.FetchResponse, idx *wantIndex, expired bool) {
+// records, up to a long-poll later). rtt is the fetcher's round trip
+// estimate, passed on in each result.
+func (f *Fetcher[R]) answer(wants []Want[R], fr *kmsg.FetchResponse, idx *wantIndex, expired bool, rtt time.Duration) {
 	answered := make([]bool, len(wants))
 	topErr := kerr.ErrorForCode(fr.ErrorCode)
 	at := Since()
@@ -321,6 +335,7 @@ func (f *Fetcher[R]) answer(wants []Want[R], fr *kmsg.FetchResponse, idx *wantIn
 			answered[j] = true
 			w := wants[j]
 			res := resultOf(w, p, name, f.key.Broker, at)
+			res.RTT = rtt
 			if expired && res.idleAt(w.Offset) && !w.MustAnswer {
 				// Nothing new: the partition waits in the session
 				// from now on, its runner left asleep.

@@ -172,7 +172,7 @@ func TestAnswerParksIdlePartitions(t *testing.T) {
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	fr.Topics = append(fr.Topics, rt)
-	f.answer(wants, fr, idx, true)
+	f.answer(wants, fr, idx, true, 0)
 	if len(idle.answers) != 0 || idle.hwm != 5 || len(f.sess.members) != 1 {
 		t.Fatalf("idle partition: answers %v, published hwm %d, session members %d; want it parked", idle.answers, idle.hwm, len(f.sess.members))
 	}

@@ -69,6 +69,9 @@ type Result struct {
 	Divergence *kmsg.FetchResponseTopicPartitionDivergingEpoch // nil unless the broker reported one
 	Err        error
 	At         time.Duration // when the answer arrived, as Since()
+	// RTT is the fetcher's estimate of its round trip to the broker
+	// (roundTrips), 0 when it has none yet.
+	RTT time.Duration
 }
 
 // Empty reports whether the answer holds no records, no error and no

@@ -352,7 +352,7 @@ func (r *Runner) handleFetch(ctx context.Context, res fetch.Result) error {
 		next = max(next, items[n-1].h.NextOffset())
 		nextEpoch = items[n-1].h.LeaderEpoch
 		r.stats.setSourceNewest(items[n-1].h.MaxTimestamp)
-		r.sizeFetches(len(res.Records), items[0].h.BaseOffset, next, res.HWM)
+		r.sizeFetches(len(res.Records), items[0].h.BaseOffset, next, res.HWM, res.RTT)
 	} else if partialAt >= 0 {
 		// One batch is larger than we asked for: ask for more next time.
 		r.maxBytes = min(r.maxBytes*2, 64<<20)
@@ -377,16 +377,33 @@ func (r *Runner) handleFetch(ctx context.Context, res fetch.Result) error {
 // maxGrownFetchBytes caps how far sizeFetches grows a partition's fetches.
 const maxGrownFetchBytes = 8 << 20
 
+// fetchRateGoal is the rate, in bytes per second, that a partition's
+// fetches are sized for: one fetch a round trip, so a fetch may grow to
+// what this rate moves in one round trip to the source (up to
+// maxGrownFetchBytes). At 50 ms that is the cap; under 4 ms it is less
+// than the configured 1 MiB, so on a near source fetches keep that size.
+const fetchRateGoal = 256 << 20
+
+// grownFetchLimit is how far a partition's fetches may grow when the
+// round trip to its source broker is rtt (0: not known, no growth).
+func grownFetchLimit(rtt time.Duration) int64 {
+	return min(int64(rtt.Seconds()*fetchRateGoal), maxGrownFetchBytes)
+}
+
 // sizeFetches sizes the partition's next fetches after an answer of n
 // bytes, holding offsets from first to next, the source's high watermark
-// being hwm. A partition has one fetch at a time, so it moves at most a
+// being hwm, its fetcher's round trip to the source broker rtt (0: not
+// known). A partition has one fetch at a time, so it moves at most a
 // fetch per round trip to the source: one still behind after an answer
 // that filled half its size asks for twice as much next time, or at once
 // for what it is behind by (estimated at the answer's bytes per offset),
-// up to maxGrownFetchBytes; so across a WAN the fetches grow towards the
-// bandwidth-delay product without a round trip per doubling. Once caught
-// up it goes back to the configured size.
-func (r *Runner) sizeFetches(n int, first, next, hwm int64) {
+// up to grownFetchLimit(rtt); so across a WAN the fetches grow towards the
+// bandwidth-delay product without a round trip per doubling, and on a near
+// source they stay at the configured size: the next fetch is a short round
+// trip away, and a larger one costs both ends memory and copying (an
+// in-memory broker copies a fetch answer again for each batch it adds).
+// Once caught up it goes back to the configured size.
+func (r *Runner) sizeFetches(n int, first, next, hwm int64, rtt time.Duration) {
 	base := r.deps.FetchBytes
 	switch behind := next < hwm; {
 	case behind && n >= int(r.maxBytes)/2:
@@ -394,7 +411,7 @@ func (r *Runner) sizeFetches(n int, first, next, hwm int64) {
 		if span := next - first; span > 0 {
 			grown = max(grown, float64(hwm-next)*float64(n)/float64(span))
 		}
-		r.maxBytes = max(r.maxBytes, int32(min(grown, maxGrownFetchBytes)))
+		r.maxBytes = max(r.maxBytes, int32(min(grown, float64(grownFetchLimit(rtt)))))
 	case !behind && r.maxBytes > base && n < int(base):
 		r.maxBytes = base
 	}

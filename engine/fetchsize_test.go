@@ -1,0 +1,79 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/internal/linkproxy"
+)
+
+// TestFetchesGrowAcrossALongRoundTrip: a partition megabytes behind a
+// source 40 ms away asks for more than the configured 1 MiB a fetch (its
+// fetcher measured the round trip, and one fetch a round trip of 1 MiB
+// would move 25 MiB/s), and the copy is identical.
+func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
+	src, dst := enginetest.Pair(t)
+	link, err := linkproxy.Start(src.Addrs(), linkproxy.Options{RTT: 40 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Close)
+	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e.startEngine()
+
+	const (
+		topic      = "far"
+		partitions = 2
+		perPart    = 4000 // records of 1 KiB that do not compress: 4 MB a partition
+	)
+	e.src.CreateTopic(t, topic, partitions, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("none", true)...)
+	var recs []*kgo.Record
+	for p := range int32(partitions) {
+		for range perPart {
+			v := make([]byte, 1024)
+			_, _ = rand.Read(v)
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: v})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu     sync.Mutex
+		widest int32 // the most bytes a Fetch asked of one partition
+	)
+	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.src.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rt := range req.(*kmsg.FetchRequest).Topics {
+			for _, rp := range rt.Partitions {
+				widest = max(widest, rp.PartitionMaxBytes)
+			}
+		}
+		return nil, nil, false
+	})
+	e.startMirrorWith(func(c *engine.MirrorConfig) { c.SourceBootstrap = link.Addrs() }, topic)
+	e.waitCaughtUp(topic)
+	mu.Lock()
+	mirrorWidest := widest // the mirror's fetches: the comparison below reads with its own
+	mu.Unlock()
+	e.assertIdentical(topic)
+
+	t.Logf("the widest fetch asked for %d bytes of a partition", mirrorWidest)
+	if mirrorWidest <= 1<<20 {
+		t.Fatalf("across a 40 ms round trip no fetch asked for more than %d bytes of a partition: the fetches did not grow with the round trip", mirrorWidest)
+	}
+}
