@@ -295,11 +295,7 @@ func (f *Fetcher[R]) fetch(ctx context.Context, conn *wire.Conn, job fetchJob[R]
 	fr := resp.(*kmsg.FetchResponse)
 	rtt := f.rtt.estimate()
 	if job.session {
-		ws, results := f.sess.answer(fr, f.key.Broker, Since())
-		for i := range results {
-			results[i].RTT = rtt
-		}
-		deliverAll(ws, results)
+		deliverAll(f.sess.answer(fr, f.key.Broker, Since(), rtt))
 	} else {
 		f.answer(job.wants, fr, idx, job.maxWait > 0 && !hasRecords(fr), rtt)
 	}
@@ -334,8 +330,7 @@ func (f *Fetcher[R]) answer(wants []Want[R], fr *kmsg.FetchResponse, idx *wantIn
 			}
 			answered[j] = true
 			w := wants[j]
-			res := resultOf(w, p, name, f.key.Broker, at)
-			res.RTT = rtt
+			res := resultOf(w, p, name, f.key.Broker, at, rtt)
 			if expired && res.idleAt(w.Offset) && !w.MustAnswer {
 				// Nothing new: the partition waits in the session
 				// from now on, its runner left asleep.

@@ -132,9 +132,10 @@ func hasRecords(fr *kmsg.FetchResponse) bool {
 }
 
 // resultOf is the fetch result of w from its partition's answer p (of
-// topic name).
-func resultOf[R Receiver](w Want[R], p *kmsg.FetchResponseTopicPartition, name string, broker int32, at time.Duration) Result {
-	res := Result{Gen: w.Gen, Offset: w.Offset, Records: p.RecordBatches, HWM: p.HighWatermark, LogStart: p.LogStartOffset, At: at}
+// topic name), which arrived from broker at at, the fetcher's round trip
+// to it being rtt.
+func resultOf[R Receiver](w Want[R], p *kmsg.FetchResponseTopicPartition, name string, broker int32, at, rtt time.Duration) Result {
+	res := Result{Gen: w.Gen, Offset: w.Offset, Records: p.RecordBatches, HWM: p.HighWatermark, LogStart: p.LogStartOffset, At: at, RTT: rtt}
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		res.Err = fetchErr(name, p.Partition, w.Offset, broker, err)
 	}

@@ -204,7 +204,7 @@ func (s *session[R]) dropAllLocked(broker int32, err error, at time.Duration) (d
 // whose answers go to their runners (they leave the session) with those
 // answers; members whose answer holds nothing new stay, their source
 // offsets published.
-func (s *session[R]) answer(fr *kmsg.FetchResponse, broker int32, at time.Duration) (deliver []Want[R], results []Result) {
+func (s *session[R]) answer(fr *kmsg.FetchResponse, broker int32, at, rtt time.Duration) (deliver []Want[R], results []Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.polling = false
@@ -255,7 +255,7 @@ func (s *session[R]) answer(fr *kmsg.FetchResponse, broker int32, at time.Durati
 				continue // left the session since the request was built
 			}
 			w := m.want(k, s.topics[ti].id)
-			res := resultOf(w, p, name, broker, at)
+			res := resultOf(w, p, name, broker, at, rtt)
 			if res.idleAt(w.Offset) {
 				w.To.SetSource(res.HWM, res.LogStart)
 				continue

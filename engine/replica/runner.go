@@ -384,10 +384,11 @@ const maxGrownFetchBytes = 8 << 20
 // than the configured 1 MiB, so on a near source fetches keep that size.
 const fetchRateGoal = 256 << 20
 
-// grownFetchLimit is how far a partition's fetches may grow when the
-// round trip to its source broker is rtt (0: not known, no growth).
-func grownFetchLimit(rtt time.Duration) int64 {
-	return min(int64(rtt.Seconds()*fetchRateGoal), maxGrownFetchBytes)
+// grownFetchLimit is how far, in bytes, a partition's fetches may grow
+// when the round trip to its source broker is rtt (0: not known, no
+// growth).
+func grownFetchLimit(rtt time.Duration) float64 {
+	return min(rtt.Seconds()*fetchRateGoal, maxGrownFetchBytes)
 }
 
 // sizeFetches sizes the partition's next fetches after an answer of n
@@ -411,7 +412,7 @@ func (r *Runner) sizeFetches(n int, first, next, hwm int64, rtt time.Duration) {
 		if span := next - first; span > 0 {
 			grown = max(grown, float64(hwm-next)*float64(n)/float64(span))
 		}
-		r.maxBytes = max(r.maxBytes, int32(min(grown, float64(grownFetchLimit(rtt)))))
+		r.maxBytes = max(r.maxBytes, int32(min(grown, grownFetchLimit(rtt))))
 	case !behind && r.maxBytes > base && n < int(base):
 		r.maxBytes = base
 	}
