@@ -22,7 +22,7 @@ func newHoldEnv(t *testing.T) (*env, *enginetest.HWMHold) {
 	hold := enginetest.NewHWMHold()
 	src := enginetest.NewCluster(t, "kmirror-test-source")
 	dst := enginetest.NewCluster(t, "kmirror-test-destination", kfake.ListenFn(hold.Listen))
-	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e := envOn(t, src, dst)
 	e.startEngine()
 	return e, hold
 }

@@ -20,7 +20,7 @@ import (
 func TestStartLogsOneSummaryPerMirror(t *testing.T) {
 	var buf enginetest.LogBuffer
 	src, dst := enginetest.Pair(t)
-	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e := envOn(t, src, dst)
 	e.engCfg = func(c *engine.Config) {
 		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

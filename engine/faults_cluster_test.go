@@ -29,7 +29,7 @@ func newNetEnv(t *testing.T) (e *env, srcNet, dstNet *enginetest.Network) {
 	srcNet, dstNet = enginetest.NewNetwork(), enginetest.NewNetwork()
 	src := enginetest.NewCluster(t, "kmirror-test-source", kfake.ListenFn(srcNet.Listen))
 	dst := enginetest.NewCluster(t, "kmirror-test-destination", kfake.ListenFn(dstNet.Listen))
-	e = &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e = envOn(t, src, dst)
 	e.startEngine()
 	return e, srcNet, dstNet
 }

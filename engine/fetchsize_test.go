@@ -26,7 +26,7 @@ func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(link.Close)
-	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e := envOn(t, src, dst)
 	e.startEngine()
 
 	const (

@@ -30,9 +30,15 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	src, dst := enginetest.Pair(t)
-	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e := envOn(t, src, dst)
 	e.startEngine()
 	return e
+}
+
+// envOn is an env on the clusters src and dst, with a client of each and
+// no engine yet.
+func envOn(t *testing.T, src, dst *enginetest.Cluster) *env {
+	return &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
 }
 
 func (e *env) startEngine() {

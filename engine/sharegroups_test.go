@@ -206,7 +206,7 @@ func TestShareGroupSyncUnsupported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := enginetest.NewCluster(t, "kmirror-test-source")
 			dst := enginetest.NewCluster(t, "kmirror-test-destination", tc.dst...)
-			e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+			e := envOn(t, src, dst)
 			e.startEngine()
 			e.src.CreateTopic(t, "orders", 2, nil)
 			enginetest.Produce(t, e.src.Client(t, enginetest.ProducerOpts("zstd", true)...), "orders", 2, 50, "x")

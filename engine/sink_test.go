@@ -31,7 +31,7 @@ func TestAppendsShareProduceRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(link.Close)
-	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e := envOn(t, src, dst)
 	e.engCfg = func(c *engine.Config) { c.Destination = link.Addrs() }
 	e.startEngine()
 

@@ -40,7 +40,7 @@ func newStateEnvOn(t *testing.T, src, dst *enginetest.Cluster, topic string, par
 // newStateEnvWith is newStateEnvOn with more mirror settings.
 func newStateEnvWith(t *testing.T, src, dst *enginetest.Cluster, topic string, partitions int32, settings map[string]string) (*env, *engine.Admin) {
 	t.Helper()
-	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e := envOn(t, src, dst)
 	ctx := context.Background()
 	adm, err := engine.NewAdmin(ctx, dst.Addrs(), nil, 30*time.Second)
 	if err != nil {

@@ -20,7 +20,7 @@ func newEnvDst(t *testing.T, dstOpts ...kfake.Opt) *env {
 	t.Helper()
 	src := enginetest.NewCluster(t, "kmirror-test-source")
 	dst := enginetest.NewCluster(t, "kmirror-test-destination", dstOpts...)
-	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e := envOn(t, src, dst)
 	e.startEngine()
 	return e
 }

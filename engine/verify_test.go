@@ -191,7 +191,7 @@ func TestPreexistingDestinationTopic(t *testing.T) {
 	produceOneByOne(t, dp, "adopt", 0, values, ts)
 	produceOneByOne(t, dp, "adopt", 1, other, ts)
 
-	e := &env{t: t, src: src, dst: dst, srcCl: src.Client(t), dstCl: dst.Client(t)}
+	e := envOn(t, src, dst)
 	adm, err := engine.NewAdmin(ctx, dst.Addrs(), nil, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
