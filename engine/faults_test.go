@@ -248,10 +248,23 @@ func TestCorruptSourceBatchIsNeverAppended(t *testing.T) {
 	// The source answers the first fetch at offset 20 with a batch whose
 	// payload was damaged after its CRC was computed.
 	// Handling the request drops the control, so it answers exactly once.
+	// The runner asks for offset 20 while it still appends the 20 good
+	// records; the answer waits until they are on the destination, so
+	// the destination's end is settled when the partition shows FAILED.
+	dstAdm := e.dst.Admin(t)
 	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		fr := req.(*kmsg.FetchRequest)
 		if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].FetchOffset != 20 {
 			return nil, nil, false
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			_, end, err := enginetest.Offsets(context.Background(), dstAdm, "corrupt", 0)
+			if err == nil && end == 20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("the 20 good records did not reach the destination (end %d, %v)", end, err), true
+			}
 		}
 		b, err := batch.Build(kgo.ZstdCompression(), time.Now().UnixMilli(), batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
 			[]batch.Record{{Value: []byte("a")}, {Value: []byte("b")}})
@@ -276,7 +289,7 @@ func TestCorruptSourceBatchIsNeverAppended(t *testing.T) {
 	if !strings.Contains(failed.Error, "CRC mismatch at offset 20") {
 		t.Fatalf("error %q does not report the CRC mismatch at offset 20", failed.Error)
 	}
-	_, end, err := enginetest.Offsets(context.Background(), e.dst.Admin(t), "corrupt", 0)
+	_, end, err := enginetest.Offsets(context.Background(), dstAdm, "corrupt", 0)
 	if err != nil || end != 20 {
 		t.Fatalf("destination end %d (%v), want 20: the corrupt batch must not be appended", end, err)
 	}
