@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -18,7 +20,10 @@ import (
 // TestFetchesGrowAcrossALongRoundTrip: a partition megabytes behind a
 // source 40 ms away asks for more than the configured 1 MiB a fetch (its
 // fetcher measured the round trip, and one fetch a round trip of 1 MiB
-// would move 25 MiB/s), and the copy is identical.
+// would move 25 MiB/s), and the copy is identical. Then, off the happy
+// path: the engine restarts (its fetchers measure anew) behind a new
+// backlog while the source fails the first fetches of the topic; the
+// fetches grow again and the copy is identical again.
 func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 	src, dst := enginetest.Pair(t)
 	link, err := linkproxy.Start(src.Addrs(), linkproxy.Options{RTT: 40 * time.Millisecond})
@@ -36,19 +41,23 @@ func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 	)
 	e.src.CreateTopic(t, topic, partitions, nil)
 	cl := e.src.Client(t, enginetest.ProducerOpts("none", true)...)
-	var recs []*kgo.Record
-	for p := range int32(partitions) {
-		for range perPart {
-			v := make([]byte, 1024)
-			_, _ = rand.Read(v)
-			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: v})
+	produce := func() {
+		t.Helper()
+		var recs []*kgo.Record
+		for p := range int32(partitions) {
+			for range perPart {
+				v := make([]byte, 1024)
+				_, _ = rand.Read(v)
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: v})
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produce()
 
 	var (
 		mu     sync.Mutex
@@ -65,15 +74,40 @@ func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	e.startMirrorWith(func(c *engine.MirrorConfig) { c.SourceBootstrap = link.Addrs() }, topic)
-	e.waitCaughtUp(topic)
-	mu.Lock()
-	mirrorWidest := widest // the mirror's fetches: the comparison below reads with its own
-	mu.Unlock()
-	e.assertIdentical(topic)
-
-	t.Logf("the widest fetch asked for %d bytes of a partition", mirrorWidest)
-	if mirrorWidest <= 1<<20 {
-		t.Fatalf("across a 40 ms round trip no fetch asked for more than %d bytes of a partition: the fetches did not grow with the round trip", mirrorWidest)
+	// mirrorWidest copies the topic and returns the widest fetch the mirror
+	// sent meanwhile (the comparison after it reads with its own).
+	mirrorWidest := func() int32 {
+		t.Helper()
+		mu.Lock()
+		widest = 0
+		mu.Unlock()
+		e.startMirrorWith(func(c *engine.MirrorConfig) { c.SourceBootstrap = link.Addrs() }, topic)
+		e.waitCaughtUp(topic)
+		mu.Lock()
+		defer mu.Unlock()
+		return widest
 	}
+	grew := func(w int32, when string) {
+		t.Helper()
+		t.Logf("%s: the widest fetch asked for %d bytes of a partition", when, w)
+		if w <= 1<<20 {
+			t.Fatalf("%s: across a 40 ms round trip no fetch asked for more than %d bytes of a partition: the fetches did not grow with the round trip", when, w)
+		}
+	}
+
+	first := mirrorWidest()
+	e.assertIdentical(topic)
+	grew(first, "first copy")
+
+	e.eng.Close()
+	produce()
+	h := e.src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: topic, Err: kerr.NotLeaderForPartition, Count: 4})
+	defer h.Remove()
+	e.startEngine()
+	again := mirrorWidest()
+	if hits := h.Hits(); hits != 4 {
+		t.Fatalf("NOT_LEADER_FOR_PARTITION answered %d of the restarted engine's fetches, want 4", hits)
+	}
+	e.assertIdentical(topic)
+	grew(again, "after a restart and failed fetches")
 }
