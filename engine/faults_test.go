@@ -263,7 +263,10 @@ func TestCorruptSourceBatchIsNeverAppended(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("the 20 good records did not reach the destination (end %d, %v)", end, err), true
+				if err == nil {
+					err = fmt.Errorf("its end is %d", end)
+				}
+				return nil, fmt.Errorf("the 20 good records did not reach the destination: %w", err), true
 			}
 		}
 		b, err := batch.Build(kgo.ZstdCompression(), time.Now().UnixMilli(), batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
