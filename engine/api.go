@@ -74,6 +74,21 @@ type MirrorSnapshot struct {
 	// While it does not, its partitions' lag in records is unknown and
 	// their lag in time grows from the last answer.
 	SourceReach Reachability
+
+	// SourceRoundTrips is the round trip measured to each source broker
+	// (the shortest answer of the fetches there that did not long-poll,
+	// in the last 10 to 20 s), by broker id. A broker is missing while
+	// nothing was measured there lately: its partitions are idle
+	// (long-polling) or fetch elsewhere. A partition that is behind asks
+	// in one fetch for what 256 MiB/s moves in its broker's round trip
+	// (at most 8 MiB), so this says why far partitions fetch more.
+	SourceRoundTrips []BrokerRoundTrip
+}
+
+// BrokerRoundTrip is the round trip measured to one broker.
+type BrokerRoundTrip struct {
+	Broker int32
+	RTT    time.Duration
 }
 
 // Snapshot is a consistent, immutable copy of the engine's state. The UI polls

@@ -298,6 +298,7 @@ func (e *Engine) Snapshot() Snapshot {
 		mm.Meta = m.metaStatus()
 		mm.Latency = m.latency()
 		mm.SourceReach = m.srcReach.state()
+		mm.SourceRoundTrips = m.roundTrips(s.Taken)
 		if mm.SourceReach.Down {
 			outage(mm.Partitions, mm.SourceReach, s.Taken)
 		}

@@ -98,6 +98,7 @@ func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 	first := mirrorWidest()
 	e.assertIdentical(topic)
 	grew(first, "first copy")
+	roundTripShown(t, e.eng.Snapshot(), 40*time.Millisecond)
 
 	e.eng.Close()
 	produce()
@@ -110,4 +111,24 @@ func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 	}
 	e.assertIdentical(topic)
 	grew(again, "after a restart and failed fetches")
+}
+
+// roundTripShown checks that the snapshot shows the round trip measured to
+// the source brokers the mirror fetched from, and that none is shorter than
+// the link's added round trip.
+func roundTripShown(t *testing.T, s engine.Snapshot, added time.Duration) {
+	t.Helper()
+	if len(s.Mirrors) != 1 {
+		t.Fatalf("%d mirrors in the snapshot, want 1", len(s.Mirrors))
+	}
+	rts := s.Mirrors[0].SourceRoundTrips
+	if len(rts) == 0 {
+		t.Fatal("the snapshot shows no round trip to any source broker after a copy across the link")
+	}
+	for _, b := range rts {
+		if b.RTT < added {
+			t.Errorf("round trip to source broker %d shown as %s, shorter than the link's %s", b.Broker, b.RTT, added)
+		}
+	}
+	t.Logf("round trips shown: %+v", rts)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -400,6 +401,30 @@ func (m *mirror) fetcherFor(broker int32, topic string, p int32) *fetch.Fetcher[
 		m.spawn(func() { f.Run(m.ctx) })
 	}
 	return f
+}
+
+// roundTrips is the round trip measured to each source broker as of now,
+// the shortest of its fetchers', by broker id; brokers with none measured
+// lately are left out.
+func (m *mirror) roundTrips(now time.Time) []BrokerRoundTrip {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []BrokerRoundTrip
+	for key, f := range m.fetchers {
+		d := f.RoundTrip(now)
+		if d <= 0 {
+			continue
+		}
+		i := slices.IndexFunc(out, func(b BrokerRoundTrip) bool { return b.Broker == key.Broker })
+		switch {
+		case i < 0:
+			out = append(out, BrokerRoundTrip{Broker: key.Broker, RTT: d})
+		case d < out[i].RTT:
+			out[i].RTT = d
+		}
+	}
+	slices.SortFunc(out, func(a, b BrokerRoundTrip) int { return cmp.Compare(a.Broker, b.Broker) })
+	return out
 }
 
 // sourceRoute resolves a partition's source leader from metadata fetched no

@@ -149,6 +149,9 @@ func collectMirror(ch chan<- prometheus.Metric, m engine.MirrorSnapshot) {
 		since = m.SourceReach.DownSince
 	}
 	mSourceDown.emit(ch, unixSeconds(since), m.Name)
+	for _, b := range m.SourceRoundTrips {
+		mSourceRTT.emit(ch, b.RTT.Seconds(), m.Name, strconv.Itoa(int(b.Broker)))
+	}
 	// Every cause, 0 included, so that rate() sees the first failure.
 	for _, cause := range partition.Causes {
 		if cause == partition.CauseNone {

@@ -21,6 +21,7 @@ const (
 	labelCause     = "cause"
 	labelKind      = "kind"
 	labelCheck     = "check"
+	labelBroker    = "broker"
 	labelInstance  = "kmirror_instance"
 	labelSourceID  = "source_cluster_id"
 	labelDestID    = "destination_cluster_id"
@@ -95,6 +96,8 @@ var (
 		labelMirror)
 	mSourceDown = def(Gauge, ScopeAlways, "mirror_source_unreachable_since_timestamp_seconds", "Unix time of the first failed check of the current source outage, 0 while the source answers.",
 		labelMirror)
+	mSourceRTT = def(Gauge, ScopeAlways, "mirror_source_round_trip_seconds", "Round trip measured to a source broker: the shortest answer of this instance's fetches there that did not long-poll, in the last 10 to 20 s. Left out while none was measured lately (the broker's partitions are idle, long-polling). A partition that is behind fetches what 256 MiB/s moves in one round trip, at most 8 MiB.",
+		labelMirror, labelBroker)
 	mEngineTime = def(Histogram, ScopeAlways, "mirror_engine_seconds", "Time from the fetch answer that brought a batch until its Produce was sent to the destination (handling, and waits for a full pipeline or the throttle).",
 		labelMirror)
 	mProduceRTT = def(Histogram, ScopeAlways, "mirror_destination_produce_seconds", "Round trip of the mirror's Produce requests to the destination.",

@@ -73,7 +73,8 @@ func richSnapshot() engine.Snapshot {
 				{Topic: "clicks", Partition: 0, Owner: "i1", State: partition.Mirroring, SourceHWM: 1, DestLogEnd: 1, LastOffset: 0},
 				{Topic: "orders", Partition: 2, Owner: "i2", State: partition.Mirroring, Lag: 100},
 			},
-			Groups: []engine.GroupSnapshot{{Group: "billing", LastSync: now}, {Group: "busy", Skip: engine.SkipActive, SkipReason: "active"}},
+			Groups:           []engine.GroupSnapshot{{Group: "billing", LastSync: now}, {Group: "busy", Skip: engine.SkipActive, SkipReason: "active"}},
+			SourceRoundTrips: []engine.BrokerRoundTrip{{Broker: 2, RTT: 48 * time.Millisecond}},
 		}},
 	}
 }

@@ -13,7 +13,8 @@ import (
 // TestInstanceAndMirrorSeries checks the series that are not about one
 // partition on a fixed snapshot: build info, readiness per check, shards,
 // failures and realignments by cause (every cause, 0 included), the sync
-// times per kind.
+// times per kind, the round trip to each source broker measured (and none
+// for a broker not measured).
 func TestInstanceAndMirrorSeries(t *testing.T) {
 	snap := richSnapshot()
 	srv := httptest.NewServer(metrics.Handler(func() engine.Snapshot { return snap }, metrics.Config{Build: metrics.Build{Version: "v1.2.3", Revision: "abc123"}}))
@@ -33,7 +34,11 @@ func TestInstanceAndMirrorSeries(t *testing.T) {
 		{"kmirror_mirror_sync_last_timestamp_seconds", m + `,kind="groups"`, "1.7e+09"},
 		{"kmirror_mirror_sync_last_timestamp_seconds", m + `,kind="acls"`, "0"},
 		{"kmirror_group_sync_skipped", m + `,group="busy",reason="active_on_destination"`, "1"},
+		{"kmirror_mirror_source_round_trip_seconds", m + `,broker="2"`, "0.048"},
 	})
+	if n := strings.Count(body, "kmirror_mirror_source_round_trip_seconds{"); n != 1 {
+		t.Errorf("%d round trip series, want one, for the one broker measured", n)
+	}
 	if strings.Contains(body, `cause=""`) {
 		t.Error("a series for the empty cause")
 	}

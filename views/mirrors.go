@@ -205,6 +205,9 @@ func (v *Mirrors) card(i int) []string {
 		srcStyle = s.Err
 		src += " UNREACHABLE for " + duration(v.snap.Taken.Sub(m.SourceReach.DownSince))
 	}
+	if rt := roundTrips(m.SourceRoundTrips); rt != "" && !m.SourceReach.Down {
+		src += "  rtt " + rt
+	}
 	out := []string{name + "  " + s.Label.Render("source ") + srcStyle.Render(src) +
 		s.Subtle.Render("  "+groupDigits(int64(sum.Partitions))+" partitions")}
 	line := "   "
@@ -239,6 +242,29 @@ func (v *Mirrors) card(i int) []string {
 	out = append(out, "   "+s.Label.Render("synced ")+syncItem(s, "topics", m.Meta.Topics)+"  "+
 		syncItem(s, "configs", m.Meta.Configs)+"  "+syncItem(s, "ACLs", m.Meta.ACLs)+"  "+groupSyncItem(s, m.Groups))
 	return out
+}
+
+// roundTrips renders the round trips measured to a mirror's source
+// brokers, the shortest to the longest ("48ms", "2ms–51ms"); "" when none
+// was measured lately (idle partitions long-poll and measure nothing).
+func roundTrips(rts []engine.BrokerRoundTrip) string {
+	if len(rts) == 0 {
+		return ""
+	}
+	lo, hi := rts[0].RTT, rts[0].RTT
+	for _, b := range rts[1:] {
+		lo, hi = min(lo, b.RTT), max(hi, b.RTT)
+	}
+	ms := func(d time.Duration) string {
+		if d < time.Millisecond {
+			return "<1ms"
+		}
+		return duration(d)
+	}
+	if ms(lo) == ms(hi) {
+		return ms(lo)
+	}
+	return ms(lo) + "–" + ms(hi)
 }
 
 // etaItem is a mirror's catch-up estimate: its slowest partition's, and

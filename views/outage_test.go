@@ -75,6 +75,33 @@ func TestMirrorCardSaysTheSourceIsUnreachable(t *testing.T) {
 	}
 }
 
+// TestMirrorCardShowsTheSourceRoundTrip: the mirror card shows the round
+// trips the instance measured to the source brokers (the shortest to the
+// longest), nothing when none was measured, and none for a source that is
+// down: an old measurement would read as a live link.
+func TestMirrorCardShowsTheSourceRoundTrip(t *testing.T) {
+	v := NewMirrors(testSkin(), keymap.New(false))
+	v.SetSize(120, 30)
+	snap := tuitest.Snapshot()
+	v.SetSnapshot(snap)
+	if out := ansi.Strip(v.View()); strings.Contains(out, "rtt") {
+		t.Fatalf("no round trip measured, yet the card shows one:\n%s", out)
+	}
+	snap.Mirrors[0].SourceRoundTrips = []engine.BrokerRoundTrip{{Broker: 1, RTT: 51 * time.Millisecond}, {Broker: 2, RTT: 2 * time.Millisecond}}
+	snap.Mirrors[1].SourceRoundTrips = []engine.BrokerRoundTrip{{Broker: 1, RTT: 300 * time.Microsecond}}
+	v.SetSnapshot(snap)
+	out := ansi.Strip(v.View())
+	if !strings.Contains(out, "rtt 2ms–51ms") || !strings.Contains(out, "rtt <1ms") {
+		t.Fatalf("mirrors view without both mirrors' round trips:\n%s", out)
+	}
+	down := outageSnapshot()
+	down.Mirrors[0].SourceRoundTrips = snap.Mirrors[0].SourceRoundTrips
+	v.SetSnapshot(down)
+	if out := ansi.Strip(v.View()); strings.Contains(out, "rtt 2ms") {
+		t.Fatalf("the unreachable source's card shows a round trip:\n%s", out)
+	}
+}
+
 // bannerSnapshot is an observer's fixture: the destination has not
 // answered for 20 s, three partitions have no live owner, two of them
 // recorded to instance "east-1", gone quiet 42 s ago.

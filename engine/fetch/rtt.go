@@ -25,6 +25,7 @@ type roundTrips struct {
 	mu        sync.Mutex
 	cur, prev time.Duration // shortest of the current and the previous window; 0: none measured
 	since     time.Time     // start of the current window
+	last      time.Time     // the last measurement
 }
 
 // observe records the answer time d of a fetch sent at or before now.
@@ -34,6 +35,7 @@ func (t *roundTrips) observe(d time.Duration, now time.Time) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.last = now
 	if now.Sub(t.since) >= rttWindow {
 		t.prev, t.cur, t.since = t.cur, d, now
 		return
@@ -55,4 +57,18 @@ func (t *roundTrips) estimate() time.Duration {
 		return t.prev
 	}
 	return min(t.cur, t.prev)
+}
+
+// measuredAt is the estimate as of now for showing it: 0 when nothing was
+// measured within the last two windows (the fetcher's partitions are idle,
+// long-polling, or gone), where estimate keeps the last value for the
+// next fetch's size.
+func (t *roundTrips) measuredAt(now time.Time) time.Duration {
+	t.mu.Lock()
+	last := t.last
+	t.mu.Unlock()
+	if last.IsZero() || now.Sub(last) >= 2*rttWindow {
+		return 0
+	}
+	return t.estimate()
 }

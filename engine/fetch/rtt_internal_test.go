@@ -42,3 +42,28 @@ func TestRoundTripEstimate(t *testing.T) {
 		t.Fatalf("a 0 answer time: estimate %s, want a positive one", got)
 	}
 }
+
+// TestRoundTripShownOnlyWhileMeasured: what is shown (measuredAt) is the
+// estimate while a measurement is at most two windows old, and nothing
+// after, while the estimate itself keeps sizing the next fetch.
+func TestRoundTripShownOnlyWhileMeasured(t *testing.T) {
+	var rt roundTrips
+	t0 := time.Unix(1000, 0)
+	if got := rt.measuredAt(t0); got != 0 {
+		t.Fatalf("nothing measured: shown %s, want 0", got)
+	}
+	rt.observe(50*time.Millisecond, t0)
+	rt.observe(70*time.Millisecond, t0.Add(rttWindow))
+	if got := rt.measuredAt(t0.Add(rttWindow + time.Second)); got != 50*time.Millisecond {
+		t.Fatalf("a second after the last measurement: shown %s, want 50ms", got)
+	}
+	if got := rt.measuredAt(t0.Add(3*rttWindow - time.Millisecond)); got != 50*time.Millisecond {
+		t.Fatalf("just under two windows after the last measurement: shown %s, want 50ms", got)
+	}
+	if got := rt.measuredAt(t0.Add(3 * rttWindow)); got != 0 {
+		t.Fatalf("two windows after the last measurement: shown %s, want 0", got)
+	}
+	if got := rt.estimate(); got != 50*time.Millisecond {
+		t.Fatalf("the estimate for fetch sizes: %s, want still 50ms", got)
+	}
+}
