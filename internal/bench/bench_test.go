@@ -222,7 +222,7 @@ func TestParseArgsQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.size != 1e9 || o.repeats != 3 || o.partitions != 8 || o.codec != "zstd" || !slices.Equal(o.scale, []int{1000, 10_000, 100_000}) ||
-		o.rtt != 50*time.Millisecond || o.produceLatency != 2*time.Millisecond || len(o.phases()) != 7 {
+		o.rtt != 50*time.Millisecond || o.produceLatency != 2*time.Millisecond || len(o.phases()) != 8 {
 		t.Errorf("defaults: %+v", o)
 	}
 }

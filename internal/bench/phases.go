@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,19 +25,23 @@ const (
 	phaseEngine    = "engine"
 	// The same copies across the link model: from a source behind an
 	// added round trip, and to a replicating destination.
-	phaseNaiveRTT             = "naive_rtt"
-	phaseEngineRTT            = "engine_rtt"
+	phaseNaiveRTT  = "naive_rtt"
+	phaseEngineRTT = "engine_rtt"
+	// phaseRawFetchRTT is the reading ceiling across the link for a
+	// reader with one fetch in flight per partition, as the engine has:
+	// a connection per partition, 8 MiB fetches.
+	phaseRawFetchRTT          = "raw_fetch_rtt"
 	phaseEngineProduceLatency = "engine_produce_latency"
 )
 
 // phaseNames are every phase a run may have, in report order.
-var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine, phaseNaiveRTT, phaseEngineRTT, phaseEngineProduceLatency}
+var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine, phaseRawFetchRTT, phaseNaiveRTT, phaseEngineRTT, phaseEngineProduceLatency}
 
 // phases are the copy phases of a run with these options.
 func (o options) phases() []string {
 	out := []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine}
 	if o.wan() {
-		out = append(out, phaseNaiveRTT, phaseEngineRTT)
+		out = append(out, phaseRawFetchRTT, phaseNaiveRTT, phaseEngineRTT)
 	}
 	if o.produceLatency > 0 {
 		out = append(out, phaseEngineProduceLatency)
@@ -64,7 +69,7 @@ type run struct {
 func (b *bench) prepare(ctx context.Context, name string, repeat int) (run, error) {
 	src, dst := b.src.addrs, b.dst.addrs
 	switch name {
-	case phaseNaiveRTT, phaseEngineRTT:
+	case phaseNaiveRTT, phaseEngineRTT, phaseRawFetchRTT:
 		src = b.srcWAN
 	case phaseEngineProduceLatency:
 		dst = b.dstReplicated
@@ -72,6 +77,8 @@ func (b *bench) prepare(ctx context.Context, name string, repeat int) (run, erro
 	switch name {
 	case phaseRawFetch:
 		return b.prepareRawFetch(ctx)
+	case phaseRawFetchRTT:
+		return b.prepareStreams(ctx, src)
 	case phaseReference:
 		return b.prepareReference(ctx, repeat)
 	case phaseNaive, phaseNaiveRTT:
@@ -126,6 +133,97 @@ var mirrorTopicConfigs = map[string]*string{
 }
 
 func kgoStr(s string) *string { return &s }
+
+// streamFetchBytes is what each fetch of the streams reader asks of its
+// partition: the engine's largest (replica's maxGrownFetchBytes).
+const streamFetchBytes = 8 << 20
+
+// prepareStreams is the reading ceiling across the link for a reader
+// fetching as the engine does there: each partition on a connection of
+// its own, one fetch in flight, 8 MiB at a time. The link's round trip
+// and the source broker's time for each answer then bound every
+// partition alike, the engine's pipeline left out.
+func (b *bench) prepareStreams(ctx context.Context, src []string) (run, error) {
+	var cls []*kgo.Client
+	closeAll := func() {
+		for _, cl := range cls {
+			cl.Close()
+		}
+	}
+	for range b.data.partitions {
+		cl, err := newClient(src)
+		if err == nil {
+			err = warm(ctx, cl, b.data.topic)
+		}
+		if cl != nil {
+			cls = append(cls, cl)
+		}
+		if err != nil {
+			closeAll()
+			return run{}, err
+		}
+	}
+	var read atomic.Int64
+	return run{
+		work: func(ctx context.Context) error {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var (
+				wg       sync.WaitGroup
+				mu       sync.Mutex
+				firstErr error
+			)
+			for p := range b.data.partitions {
+				wg.Go(func() {
+					n, err := readStream(ctx, cls[p], b.data, p)
+					read.Add(n)
+					if err != nil {
+						mu.Lock()
+						firstErr = cmp.Or(firstErr, err)
+						mu.Unlock()
+						cancel()
+					}
+				})
+			}
+			wg.Wait()
+			return firstErr
+		},
+		finish: func(context.Context) error {
+			closeAll()
+			if n := read.Load(); n != b.data.wireBytes {
+				return fmt.Errorf("the streams read %d bytes, the data set holds %d", n, b.data.wireBytes)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// readStream reads partition p of the data set to its end, a fetch of
+// streamFetchBytes at a time, and returns the bytes read.
+func readStream(ctx context.Context, cl *kgo.Client, d dataset, p int32) (int64, error) {
+	var n int64
+	for off := int64(0); off < d.ends[p]; {
+		answers, err := rawFetch(ctx, cl, d.leaders[p], d.layout, []fetchPart{{partition: p, offset: off, maxBytes: streamFetchBytes}}, 0)
+		if err != nil {
+			return n, err
+		}
+		next := off
+		for _, a := range answers {
+			if _, err := batch.Split(a.records, func(h batch.Header, b []byte) error {
+				n += int64(len(b))
+				next = h.NextOffset()
+				return nil
+			}); err != nil {
+				return n, fmt.Errorf("read %s/%d: %w", d.topic, p, err)
+			}
+		}
+		if next == off {
+			return n, fmt.Errorf("read %s/%d: no progress at offset %d (a batch larger than %d bytes?)", d.topic, p, off, streamFetchBytes)
+		}
+		off = next
+	}
+	return n, nil
+}
 
 // prepareReference is phase (b), the bench's own minimal raw batch copy:
 // one worker per partition that fetches raw, rewrites each batch with
