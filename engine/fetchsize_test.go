@@ -3,7 +3,10 @@ package engine_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,4 +134,73 @@ func roundTripShown(t *testing.T, s engine.Snapshot, added time.Duration) {
 		}
 	}
 	t.Logf("round trips shown: %+v", rts)
+}
+
+// TestLiveRecordsPassPartitionsCatchingUp: while four partitions of each
+// source broker (as many as a fetcher has connections) catch up, every
+// Fetch of theirs slow, the new records of caught-up partitions are
+// copied before the catch-up ends: the fetch session the idle partitions
+// wait in is not held behind the partitions catching up.
+func TestLiveRecordsPassPartitionsCatchingUp(t *testing.T) {
+	e := newEnv(t)
+	const (
+		busyParts = 12  // 4 a broker, a fetcher's connections
+		backlog   = 300 // records a busy partition is behind by, in about 15 batches
+	)
+	e.src.CreateTopic(t, "busy", busyParts, nil)
+	e.src.CreateTopic(t, "live", 3, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("none", true)...)
+	enginetest.Produce(t, cl, "live", 3, 5, "a")
+	// One batch a fetch at first, so the catch-up takes several fetches.
+	e.startMirrorWith(func(c *engine.MirrorConfig) { c.PartitionFetchBytes = 1 }, "busy", "live")
+	e.waitCaughtUp("busy", "live")
+
+	var slow atomic.Bool
+	var slowed atomic.Int64
+	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.src.KeepControl()
+		if slow.Load() && req.(*kmsg.FetchRequest).MaxWaitMillis == 0 {
+			slowed.Add(1)
+			e.src.SleepControl(func() { time.Sleep(400 * time.Millisecond) }) // a slow answer, not a wait for anything
+		}
+		return nil, nil, false
+	})
+	slow.Store(true)
+	// The backlog in one go, in batches of about 2 KB, then the live
+	// records.
+	small := e.src.Client(t, append(enginetest.ProducerOpts("none", true), kgo.ProducerBatchMaxBytes(2<<10))...)
+	enginetest.Produce(t, small, "busy", busyParts, backlog, "b")
+	backlogAt := time.Now()
+	enginetest.Produce(t, cl, "live", 3, 5, "c")
+
+	ctx := context.Background()
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		ends, err := enginetest.Ends(ctx, e.dstCl, "live")
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(ends, []int64{10, 10, 10}), fmt.Sprintf("live destination ends %v, want 10 each", ends)
+	})
+	srcEnds, err := enginetest.Ends(ctx, e.srcCl, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstEnds, err := enginetest.Ends(ctx, e.dstCl, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind := 0
+	for p := range srcEnds {
+		if dstEnds[p] < srcEnds[p] {
+			behind++
+		}
+	}
+	if behind < busyParts/2 {
+		t.Fatalf("the live partitions' records were copied only once %d of %d busy partitions had caught up (at %v of %v, %d slow fetches)",
+			busyParts-behind, busyParts, dstEnds, srcEnds, slowed.Load())
+	}
+	t.Logf("live records copied with the busy partitions at %v of %v (%d slow fetches so far)", dstEnds, srcEnds, slowed.Load())
+	e.waitCaughtUp("busy", "live")
+	t.Logf("caught up %s after the backlog (%d slow fetches)", time.Since(backlogAt).Round(time.Millisecond), slowed.Load())
+	e.assertIdentical("busy", "live")
 }
