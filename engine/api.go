@@ -76,12 +76,11 @@ type MirrorSnapshot struct {
 	SourceReach Reachability
 
 	// SourceRoundTrips is the round trip measured to each source broker
-	// (the shortest answer of the fetches there that did not long-poll,
-	// in the last 10 to 20 s), by broker id. A broker is missing while
-	// nothing was measured there lately: its partitions are idle
-	// (long-polling) or fetch elsewhere. A partition that is behind asks
-	// in one fetch for what 256 MiB/s moves in its broker's round trip
-	// (at most 8 MiB), so this says why far partitions fetch more.
+	// in the last 10 to 20 s (the shortest of the fetches there that did
+	// not long-poll; fetch.roundTrips), by broker id, the brokers with
+	// none left out: their partitions are idle (long-polling) or fetch
+	// elsewhere. Empty while the source is unreachable. A partition that
+	// is behind grows its fetches with it (replica's sizeFetches).
 	SourceRoundTrips []BrokerRoundTrip
 }
 

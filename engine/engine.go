@@ -298,7 +298,10 @@ func (e *Engine) Snapshot() Snapshot {
 		mm.Meta = m.metaStatus()
 		mm.Latency = m.latency()
 		mm.SourceReach = m.srcReach.state()
-		mm.SourceRoundTrips = m.roundTrips(s.Taken)
+		if !mm.SourceReach.Down {
+			// Measured up to 20 s ago, it would read as a live link.
+			mm.SourceRoundTrips = m.roundTrips(time.Now())
+		}
 		if mm.SourceReach.Down {
 			outage(mm.Partitions, mm.SourceReach, s.Taken)
 		}

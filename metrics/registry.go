@@ -96,7 +96,7 @@ var (
 		labelMirror)
 	mSourceDown = def(Gauge, ScopeAlways, "mirror_source_unreachable_since_timestamp_seconds", "Unix time of the first failed check of the current source outage, 0 while the source answers.",
 		labelMirror)
-	mSourceRTT = def(Gauge, ScopeAlways, "mirror_source_round_trip_seconds", "Round trip measured to a source broker: the shortest answer of this instance's fetches there that did not long-poll, in the last 10 to 20 s. Left out while none was measured lately (the broker's partitions are idle, long-polling). A partition that is behind fetches what 256 MiB/s moves in one round trip, at most 8 MiB.",
+	mSourceRTT = def(Gauge, ScopeAlways, "mirror_source_round_trip_seconds", "Round trip this instance measured to a source broker in the last 10 to 20 s (the shortest answer of its fetches there that did not long-poll); left out while there is none (the broker's partitions long-poll) and while the source is unreachable. The fetches of a partition that is behind grow with it.",
 		labelMirror, labelBroker)
 	mEngineTime = def(Histogram, ScopeAlways, "mirror_engine_seconds", "Time from the fetch answer that brought a batch until its Produce was sent to the destination (handling, and waits for a full pipeline or the throttle).",
 		labelMirror)

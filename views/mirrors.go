@@ -205,10 +205,11 @@ func (v *Mirrors) card(i int) []string {
 		srcStyle = s.Err
 		src += " UNREACHABLE for " + duration(v.snap.Taken.Sub(m.SourceReach.DownSince))
 	}
-	if rt := roundTrips(m.SourceRoundTrips); rt != "" && !m.SourceReach.Down {
-		src += "  rtt " + rt
+	rtt := ""
+	if rt := roundTrips(m.SourceRoundTrips); rt != "" {
+		rtt = s.Label.Render("  rtt ") + s.Text.Render(rt)
 	}
-	out := []string{name + "  " + s.Label.Render("source ") + srcStyle.Render(src) +
+	out := []string{name + "  " + s.Label.Render("source ") + srcStyle.Render(src) + rtt +
 		s.Subtle.Render("  "+groupDigits(int64(sum.Partitions))+" partitions")}
 	line := "   "
 	for _, it := range stateItems(s, sum.Counts) {
@@ -245,8 +246,9 @@ func (v *Mirrors) card(i int) []string {
 }
 
 // roundTrips renders the round trips measured to a mirror's source
-// brokers, the shortest to the longest ("48ms", "2ms–51ms"); "" when none
-// was measured lately (idle partitions long-poll and measure nothing).
+// brokers, the shortest to the longest ("48ms", "2ms–51ms"); "" when there
+// are none (the engine leaves them out while its partitions long-poll and
+// while the source is unreachable; an observer has none).
 func roundTrips(rts []engine.BrokerRoundTrip) string {
 	if len(rts) == 0 {
 		return ""

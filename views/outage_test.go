@@ -77,8 +77,7 @@ func TestMirrorCardSaysTheSourceIsUnreachable(t *testing.T) {
 
 // TestMirrorCardShowsTheSourceRoundTrip: the mirror card shows the round
 // trips the instance measured to the source brokers (the shortest to the
-// longest), nothing when none was measured, and none for a source that is
-// down: an old measurement would read as a live link.
+// longest, under a millisecond as such), and nothing when there are none.
 func TestMirrorCardShowsTheSourceRoundTrip(t *testing.T) {
 	v := NewMirrors(testSkin(), keymap.New(false))
 	v.SetSize(120, 30)
@@ -93,12 +92,6 @@ func TestMirrorCardShowsTheSourceRoundTrip(t *testing.T) {
 	out := ansi.Strip(v.View())
 	if !strings.Contains(out, "rtt 2ms–51ms") || !strings.Contains(out, "rtt <1ms") {
 		t.Fatalf("mirrors view without both mirrors' round trips:\n%s", out)
-	}
-	down := outageSnapshot()
-	down.Mirrors[0].SourceRoundTrips = snap.Mirrors[0].SourceRoundTrips
-	v.SetSnapshot(down)
-	if out := ansi.Strip(v.View()); strings.Contains(out, "rtt 2ms") {
-		t.Fatalf("the unreachable source's card shows a round trip:\n%s", out)
 	}
 }
 

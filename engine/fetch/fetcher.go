@@ -92,9 +92,8 @@ func New[R Receiver](cfg Config) *Fetcher[R] {
 }
 
 // RoundTrip is the fetcher's measured round trip to its broker as of now
-// (the shortest answer of its fetches that did not long-poll, in the last
-// 10 to 20 s), 0 when it measured none in the last 20 s.
-func (f *Fetcher[R]) RoundTrip(now time.Time) time.Duration { return f.rtt.measuredAt(now) }
+// (see roundTrips), 0 when there is none.
+func (f *Fetcher[R]) RoundTrip(now time.Time) time.Duration { return f.rtt.estimate(now) }
 
 // Post hands the fetcher a want, waiting while its queue is full; false
 // when ctx ended first.
@@ -298,7 +297,7 @@ func (f *Fetcher[R]) fetch(ctx context.Context, conn *wire.Conn, job fetchJob[R]
 		f.rtt.observe(now.Sub(sent), now)
 	}
 	fr := resp.(*kmsg.FetchResponse)
-	rtt := f.rtt.estimate()
+	rtt := f.rtt.estimate(time.Now())
 	if job.session {
 		deliverAll(f.sess.answer(fr, f.key.Broker, Since(), rtt))
 	} else {
