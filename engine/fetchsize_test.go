@@ -23,10 +23,11 @@ import (
 // TestFetchesGrowAcrossALongRoundTrip: a partition megabytes behind a
 // source 40 ms away asks for more than the configured 1 MiB a fetch (its
 // fetcher measured the round trip, and one fetch a round trip of 1 MiB
-// would move 25 MiB/s), and the copy is identical. Then, off the happy
-// path: the engine restarts (its fetchers measure anew) behind a new
-// backlog while the source fails the first fetches of the topic; the
-// fetches grow again and the copy is identical again.
+// would move 25 MiB/s), the snapshot shows that round trip, and the copy
+// is identical. Then, off the happy path: the engine restarts (its
+// fetchers measure anew) behind a new backlog while the source fails the
+// first fetches of the topic; the fetches grow again and the copy is
+// identical again. Last, the source gone, no round trip is shown.
 func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 	src, dst := enginetest.Pair(t)
 	link, err := linkproxy.Start(src.Addrs(), linkproxy.Options{RTT: 40 * time.Millisecond})
@@ -99,9 +100,9 @@ func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 	}
 
 	first := mirrorWidest()
+	roundTripShown(t, e.eng.Snapshot(), 40*time.Millisecond)
 	e.assertIdentical(topic)
 	grew(first, "first copy")
-	roundTripShown(t, e.eng.Snapshot(), 40*time.Millisecond)
 
 	e.eng.Close()
 	produce()
@@ -112,8 +113,19 @@ func TestFetchesGrowAcrossALongRoundTrip(t *testing.T) {
 	if hits := h.Hits(); hits != 4 {
 		t.Fatalf("NOT_LEADER_FOR_PARTITION answered %d of the restarted engine's fetches, want 4", hits)
 	}
+	roundTripShown(t, e.eng.Snapshot(), 40*time.Millisecond)
 	e.assertIdentical(topic)
 	grew(again, "after a restart and failed fetches")
+
+	// The source gone, the last round trip measured is shown no more.
+	link.Close()
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		m := e.eng.Snapshot().Mirrors[0]
+		if !m.SourceReach.Down {
+			return false, "the source is not reported unreachable"
+		}
+		return len(m.SourceRoundTrips) == 0, fmt.Sprintf("the source unreachable, round trips still shown: %+v", m.SourceRoundTrips)
+	})
 }
 
 // roundTripShown checks that the snapshot shows the round trip measured to
@@ -136,71 +148,86 @@ func roundTripShown(t *testing.T, s engine.Snapshot, added time.Duration) {
 	t.Logf("round trips shown: %+v", rts)
 }
 
-// TestLiveRecordsPassPartitionsCatchingUp: while four partitions of each
-// source broker (as many as a fetcher has connections) catch up, every
-// Fetch of theirs slow, the new records of caught-up partitions are
-// copied before the catch-up ends: the fetch session the idle partitions
-// wait in is not held behind the partitions catching up.
+// TestLiveRecordsPassPartitionsCatchingUp: while twelve partitions catch
+// up, every Fetch of theirs held by the source, the new records of
+// caught-up partitions of the same brokers are copied: the fetch session
+// the idle partitions wait in is not held behind the partitions catching
+// up. Then the held fetches are answered and the copy is identical.
 func TestLiveRecordsPassPartitionsCatchingUp(t *testing.T) {
 	e := newEnv(t)
 	const (
-		busyParts = 12  // 4 a broker, a fetcher's connections
+		busyParts = 12  // 4 a broker, as many as a fetcher's connections
 		backlog   = 300 // records a busy partition is behind by, in about 15 batches
 	)
 	e.src.CreateTopic(t, "busy", busyParts, nil)
 	e.src.CreateTopic(t, "live", 3, nil)
+	ctx := context.Background()
+	topics, err := e.src.Admin(t).ListTopics(ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busyID := topics["busy"].ID
 	cl := e.src.Client(t, enginetest.ProducerOpts("none", true)...)
 	enginetest.Produce(t, cl, "live", 3, 5, "a")
-	// One batch a fetch at first, so the catch-up takes several fetches.
+	// One batch a fetch at first: a busy partition is still behind after
+	// the fetch-session answer that brings its first records.
 	e.startMirrorWith(func(c *engine.MirrorConfig) { c.PartitionFetchBytes = 1 }, "busy", "live")
 	e.waitCaughtUp("busy", "live")
 
-	var slow atomic.Bool
-	var slowed atomic.Int64
+	var (
+		holding atomic.Bool
+		held    atomic.Int64
+	)
+	release := make(chan struct{})
 	e.src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		e.src.KeepControl()
-		if slow.Load() && req.(*kmsg.FetchRequest).MaxWaitMillis == 0 {
-			slowed.Add(1)
-			e.src.SleepControl(func() { time.Sleep(400 * time.Millisecond) }) // a slow answer, not a wait for anything
+		f := req.(*kmsg.FetchRequest)
+		if !holding.Load() || f.MaxWaitMillis != 0 {
+			return nil, nil, false // the fetch session's long-polls pass
+		}
+		for _, rt := range f.Topics {
+			if rt.Topic == "busy" || rt.TopicID == busyID {
+				held.Add(1)
+				e.src.SleepControl(func() {
+					select {
+					case <-release:
+					case <-time.After(time.Minute): // a failed test does not hang
+					}
+				})
+				break
+			}
 		}
 		return nil, nil, false
 	})
-	slow.Store(true)
+	holding.Store(true)
 	// The backlog in one go, in batches of about 2 KB, then the live
 	// records.
 	small := e.src.Client(t, append(enginetest.ProducerOpts("none", true), kgo.ProducerBatchMaxBytes(2<<10))...)
 	enginetest.Produce(t, small, "busy", busyParts, backlog, "b")
-	backlogAt := time.Now()
 	enginetest.Produce(t, cl, "live", 3, 5, "c")
 
-	ctx := context.Background()
-	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
 		ends, err := enginetest.Ends(ctx, e.dstCl, "live")
 		if err != nil {
 			return false, err.Error()
 		}
-		return slices.Equal(ends, []int64{10, 10, 10}), fmt.Sprintf("live destination ends %v, want 10 each", ends)
+		return slices.Equal(ends, []int64{10, 10, 10}), fmt.Sprintf("live destination ends %v, want 10 each (%d busy fetches held)", ends, held.Load())
 	})
-	srcEnds, err := enginetest.Ends(ctx, e.srcCl, "busy")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dstEnds, err := enginetest.Ends(ctx, e.dstCl, "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	behind := 0
-	for p := range srcEnds {
-		if dstEnds[p] < srcEnds[p] {
-			behind++
+	for p, end := range dstEnds {
+		if end >= backlog {
+			t.Fatalf("busy/%d caught up (destination end %d) while its fetches were held: the test held nothing", p, end)
 		}
 	}
-	if behind < busyParts/2 {
-		t.Fatalf("the live partitions' records were copied only once %d of %d busy partitions had caught up (at %v of %v, %d slow fetches)",
-			busyParts-behind, busyParts, dstEnds, srcEnds, slowed.Load())
+	if held.Load() == 0 {
+		t.Fatal("no fetch of the busy partitions was held")
 	}
-	t.Logf("live records copied with the busy partitions at %v of %v (%d slow fetches so far)", dstEnds, srcEnds, slowed.Load())
+	t.Logf("live records copied with the busy partitions at %v of %d and %d of their fetches held", dstEnds, backlog, held.Load())
+	holding.Store(false)
+	close(release)
 	e.waitCaughtUp("busy", "live")
-	t.Logf("caught up %s after the backlog (%d slow fetches)", time.Since(backlogAt).Round(time.Millisecond), slowed.Load())
 	e.assertIdentical("busy", "live")
 }
