@@ -87,6 +87,7 @@ func TestTinyBenchJSON(t *testing.T) {
 		"data.records", "data.wire_bytes", "data.batches", "data.compression_ratio",
 		"lag.samples", "lag.achieved_mb_per_s", "lag.target_mb_per_s",
 		"throughput_ratio_rtt50", "naive_throughput_ratio_rtt50", "throughput_ratio_produce_latency",
+		"raw_fetch_ratio_rtt50", "throughput_ratio_vs_raw_fetch_rtt50",
 		"lag_p99_ratio_vs_reference", "lag_reference.samples", "lag_light.samples",
 		"scale_max_partitions", "start_100k_s", "stop_100k_s", "heap_bytes_per_partition_100k",
 	}

@@ -169,6 +169,26 @@ func readAll(ctx context.Context, cl *kgo.Client, d dataset, fn func(p int32, h 
 	return bytes, batches, firstErr
 }
 
+// readAnswer counts the batches of one fetch answer for a partition read
+// from offset off (calling fn, when not nil, with each), and returns the
+// offset after the last of them: off when it held none.
+func readAnswer(d dataset, a fetchAnswer, off int64, fn func(int32, batch.Header, []byte)) (next, bytes, batches int64, err error) {
+	next = off
+	_, err = batch.Split(a.records, func(h batch.Header, b []byte) error {
+		bytes += int64(len(b))
+		batches++
+		next = h.NextOffset()
+		if fn != nil {
+			fn(a.partition, h, b)
+		}
+		return nil
+	})
+	if err != nil {
+		return next, bytes, batches, fmt.Errorf("read %s/%d: %w", d.topic, a.partition, err)
+	}
+	return next, bytes, batches, nil
+}
+
 // readBroker reads the partitions led by one broker to their ends.
 func readBroker(ctx context.Context, cl *kgo.Client, d dataset, broker int32, parts []int32, fn func(int32, batch.Header, []byte)) (bytes, batches int64, err error) {
 	next := make(map[int32]int64, len(parts))
@@ -191,18 +211,10 @@ func readBroker(ctx context.Context, cl *kgo.Client, d dataset, broker int32, pa
 			return bytes, batches, err
 		}
 		for _, a := range answers {
-			off := next[a.partition]
-			_, err := batch.Split(a.records, func(h batch.Header, b []byte) error {
-				bytes += int64(len(b))
-				batches++
-				off = h.NextOffset()
-				if fn != nil {
-					fn(a.partition, h, b)
-				}
-				return nil
-			})
+			off, n, nb, err := readAnswer(d, a, next[a.partition], fn)
+			bytes, batches = bytes+n, batches+nb
 			if err != nil {
-				return bytes, batches, fmt.Errorf("read %s/%d: %w", d.topic, a.partition, err)
+				return bytes, batches, err
 			}
 			switch {
 			case off >= d.ends[a.partition]:
