@@ -13,8 +13,8 @@ import (
 // TestInstanceAndMirrorSeries checks the series that are not about one
 // partition on a fixed snapshot: build info, readiness per check, shards,
 // failures and realignments by cause (every cause, 0 included), the sync
-// times per kind, the round trip to each source broker measured (and none
-// for a broker not measured).
+// times per kind, a round trip series for each source broker in the
+// snapshot and no other.
 func TestInstanceAndMirrorSeries(t *testing.T) {
 	snap := richSnapshot()
 	srv := httptest.NewServer(metrics.Handler(func() engine.Snapshot { return snap }, metrics.Config{Build: metrics.Build{Version: "v1.2.3", Revision: "abc123"}}))
@@ -37,7 +37,7 @@ func TestInstanceAndMirrorSeries(t *testing.T) {
 		{"kmirror_mirror_source_round_trip_seconds", m + `,broker="2"`, "0.048"},
 	})
 	if n := strings.Count(body, "kmirror_mirror_source_round_trip_seconds{"); n != 1 {
-		t.Errorf("%d round trip series, want one, for the one broker measured", n)
+		t.Errorf("%d round trip series, want one, for the one broker in the snapshot", n)
 	}
 	if strings.Contains(body, `cause=""`) {
 		t.Error("a series for the empty cause")
