@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -172,27 +171,11 @@ func (b *bench) prepareStreams(ctx context.Context, src []string) (run, error) {
 	var read atomic.Int64
 	return run{
 		work: func(ctx context.Context) error {
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			var (
-				wg       sync.WaitGroup
-				mu       sync.Mutex
-				firstErr error
-			)
-			for p := range b.data.partitions {
-				wg.Go(func() {
-					n, err := readStream(ctx, cls[p], b.data, p)
-					read.Add(n)
-					if err != nil {
-						mu.Lock()
-						firstErr = cmp.Or(firstErr, err)
-						mu.Unlock()
-						cancel()
-					}
-				})
-			}
-			wg.Wait()
-			return firstErr
+			return forEachPartition(ctx, b.data.partitions, func(ctx context.Context, p int32) error {
+				n, err := readStream(ctx, cls[p], b.data, p)
+				read.Add(n)
+				return err
+			})
 		},
 		finish: func(context.Context) error {
 			closeAll()
