@@ -159,30 +159,56 @@ func (f *Fetcher[R]) Run(ctx context.Context) {
 			if i < 0 {
 				break
 			}
-			var job fetchJob[R]
-			if behind := q.takeBehind(); len(behind) > 0 {
-				job = fetchJob[R]{wants: behind, limits: f.limits}
-			} else if polls < conns-1 && f.sess.due() {
-				job = fetchJob[R]{session: true, maxWait: f.maxWait, limits: f.limits}
-				polling[i] = true
-				polls++
-			} else if q.len() == 0 {
+			job, poll, ok := f.nextJob(&q, busy[:], polls)
+			if !ok {
 				break
-			} else if polls < conns-1 {
-				wants := q.takeAll()
-				if len(wants) == 0 {
-					continue // only the wants of runners that have exited
-				}
-				job = fetchJob[R]{wants: wants, maxWait: f.maxWait, limits: f.limits}
+			}
+			if poll {
 				polling[i] = true
 				polls++
-			} else {
-				break // caught up: they wait for a long-poll to end
 			}
 			busy[i] = true
 			jobs[i] <- job // buffered and idle: never blocks
 		}
 	}
+}
+
+// nextJob chooses the job of a connection that is free, whether it is a
+// long-poll, and false when there is nothing to send; busy says which connections are, polls how many of
+// them long-poll. The partitions behind go first, all in one request, but
+// not onto the last free connection while a session request is due:
+// their Fetches can all be slow (a far or loaded broker, large answers),
+// and the idle partitions' new records would wait for them, up to a hung
+// connection's timeout. Then the session request, then the caught-up
+// partitions not in the session yet, in one long-poll. One connection is
+// always left to the partitions behind: long-polls never take the last.
+func (f *Fetcher[R]) nextJob(q *wantQueue[R], busy []bool, polls int) (job fetchJob[R], poll, ok bool) {
+	pollable := polls < conns-1
+	if !(lastFree(busy) && pollable && f.sess.waiting()) {
+		if behind := q.takeBehind(); len(behind) > 0 {
+			return fetchJob[R]{wants: behind, limits: f.limits}, false, true
+		}
+	}
+	switch {
+	case pollable && f.sess.due():
+		return fetchJob[R]{session: true, maxWait: f.maxWait, limits: f.limits}, true, true
+	case pollable && q.len() > 0:
+		if wants := q.takeAll(); len(wants) > 0 { // none: only the wants of runners that have exited
+			return fetchJob[R]{wants: wants, maxWait: f.maxWait, limits: f.limits}, true, true
+		}
+	}
+	return fetchJob[R]{}, false, false // caught up, they wait for a long-poll to end
+}
+
+// lastFree reports whether exactly one connection is not busy.
+func lastFree(busy []bool) bool {
+	free := 0
+	for _, b := range busy {
+		if !b {
+			free++
+		}
+	}
+	return free == 1
 }
 
 // take queues a runner's want; it replaces the partition's member of the

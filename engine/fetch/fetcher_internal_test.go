@@ -43,6 +43,46 @@ func TestSplitBehind(t *testing.T) {
 	}
 }
 
+// TestNextJobKeepsAConnectionForTheSession: partitions behind take free
+// connections first, but not the last one while a session request is due:
+// three slow Fetches of partitions behind, a fourth queued, and the idle
+// partitions' session still gets the fourth connection. With no session
+// due, or more than one connection free, the partitions behind go first;
+// long-polls never take the last connection.
+func TestNextJobKeepsAConnectionForTheSession(t *testing.T) {
+	f := &Fetcher[*receiver]{sess: newSession[*receiver](), maxWait: 100}
+	var q wantQueue[*receiver]
+	behind := func() { q.add(Want[*receiver]{To: &receiver{topic: "busy"}, Partition: 3, Behind: true}) }
+	threeBusy := []bool{true, true, true, false}
+
+	// No session due: the partition behind takes the last connection.
+	behind()
+	if job, poll, ok := f.nextJob(&q, threeBusy, 0); !ok || poll || len(job.wants) != 1 {
+		t.Fatalf("no session: nextJob = %+v, poll %v, ok %v; want the partition behind", job, poll, ok)
+	}
+
+	// A session member (an idle partition): the last connection is its.
+	f.sess.park(Want[*receiver]{To: &receiver{topic: "live"}, Partition: 0})
+	behind()
+	job, poll, ok := f.nextJob(&q, threeBusy, 0)
+	if !ok || !poll || !job.session {
+		t.Fatalf("session due, one connection free: nextJob = %+v, poll %v, ok %v; want the session request", job, poll, ok)
+	}
+	if q.len() != 1 {
+		t.Fatal("the partition behind did not stay queued")
+	}
+	// Two connections free: the partition behind goes first.
+	if job, poll, ok := f.nextJob(&q, []bool{true, true, false, false}, 1); !ok || poll || len(job.wants) != 1 {
+		t.Fatalf("two connections free: nextJob = %+v, poll %v, ok %v; want the partition behind", job, poll, ok)
+	}
+	// Three long-polls already: a session request due does not take the
+	// last connection either.
+	f.sess.park(Want[*receiver]{To: &receiver{topic: "live"}, Partition: 1})
+	if _, _, ok := f.nextJob(&q, threeBusy, conns-1); ok {
+		t.Fatal("with three long-polls out, the last connection went to a fourth")
+	}
+}
+
 // TestWantQueueOnePerPartition: the newest want of a partition replaces
 // an older one still waiting, so one request never asks for a partition
 // twice; behind wants are taken apart from the caught-up ones.

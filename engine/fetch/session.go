@@ -119,6 +119,14 @@ func (s *session[R]) leaveLocked(k sessKey) bool {
 	return true
 }
 
+// waiting reports whether a session request is due (see due), without
+// marking it in flight.
+func (s *session[R]) waiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.polling && (len(s.members) > 0 || len(s.forget) > 0)
+}
+
 // due reports whether a session request should go now: none is in
 // flight, and there are members to poll or former members to forget.
 // It marks the request in flight when it does.
