@@ -148,7 +148,7 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000,100000; 1000,10000 with --quick)")
 	fs.DurationVar(&o.rtt, "rtt", o.rtt, "round trip added to the source in the WAN phases (0: no such phases unless --bandwidth)")
 	bandwidth := fs.String("bandwidth", "0", "bandwidth cap of the source link in the WAN phases, bytes per second each way (e.g. 100MB; 0: none)")
-	phases := fs.String("phases", "", "copy phases to run, comma-separated (default: all; raw_fetch, reference, naive, engine, raw_fetch_rtt, naive_rtt, engine_rtt, engine_produce_latency)")
+	phases := fs.String("phases", "", "copy phases to run, comma-separated (default: all; raw_fetch, raw_produce, reference, naive, engine, raw_fetch_rtt, naive_rtt, engine_rtt, raw_produce_latency, engine_produce_latency)")
 	measure := fs.String("measure", "copy,lag,scale", "which measures run, comma-separated: copy (the copy phases), lag (needs copy), scale (idle partitions)")
 	fs.DurationVar(&o.produceLatency, "produce-latency", o.produceLatency, "delay of each destination Produce answer, one request per connection at a time, in the replicated-destination phase (0: no such phase)")
 	o.logFlags.Register(fs, "warn", "text")

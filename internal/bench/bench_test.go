@@ -88,6 +88,7 @@ func TestTinyBenchJSON(t *testing.T) {
 		"lag.samples", "lag.achieved_mb_per_s", "lag.target_mb_per_s",
 		"throughput_ratio_rtt50", "naive_throughput_ratio_rtt50", "throughput_ratio_produce_latency",
 		"raw_fetch_ratio_rtt50", "throughput_ratio_vs_raw_fetch_rtt50",
+		"raw_produce_ratio_produce_latency", "throughput_ratio_vs_raw_produce_latency",
 		"lag_p99_ratio_vs_reference", "lag_reference.samples", "lag_light.samples",
 		"scale_max_partitions", "start_100k_s", "stop_100k_s", "heap_bytes_per_partition_100k",
 	}
@@ -223,7 +224,7 @@ func TestParseArgsQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.size != 1e9 || o.repeats != 3 || o.partitions != 8 || o.codec != "zstd" || !slices.Equal(o.scale, []int{1000, 10_000, 100_000}) ||
-		o.rtt != 50*time.Millisecond || o.produceLatency != 2*time.Millisecond || len(o.phases()) != 8 {
+		o.rtt != 50*time.Millisecond || o.produceLatency != 2*time.Millisecond || len(o.phases()) != 10 {
 		t.Errorf("defaults: %+v", o)
 	}
 }

@@ -32,19 +32,25 @@ const (
 	// an upper bound of the engine's fetch pattern.
 	phaseRawFetchRTT          = "raw_fetch_rtt"
 	phaseEngineProduceLatency = "engine_produce_latency"
+	// phaseRawProduce writes the data set's batches, read beforehand, with
+	// as many in flight a partition as the engine has, each partition on a
+	// client of its own: the writing ceiling. phaseRawProduceLatency does
+	// the same to the replicating destination.
+	phaseRawProduce        = "raw_produce"
+	phaseRawProduceLatency = "raw_produce_latency"
 )
 
 // phaseNames are every phase a run may have, in report order.
-var phaseNames = []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine, phaseRawFetchRTT, phaseNaiveRTT, phaseEngineRTT, phaseEngineProduceLatency}
+var phaseNames = []string{phaseRawFetch, phaseRawProduce, phaseReference, phaseNaive, phaseEngine, phaseRawFetchRTT, phaseNaiveRTT, phaseEngineRTT, phaseRawProduceLatency, phaseEngineProduceLatency}
 
 // phases are the copy phases of a run with these options.
 func (o options) phases() []string {
-	out := []string{phaseRawFetch, phaseReference, phaseNaive, phaseEngine}
+	out := []string{phaseRawFetch, phaseRawProduce, phaseReference, phaseNaive, phaseEngine}
 	if o.wan() {
 		out = append(out, phaseRawFetchRTT, phaseNaiveRTT, phaseEngineRTT)
 	}
 	if o.produceLatency > 0 {
-		out = append(out, phaseEngineProduceLatency)
+		out = append(out, phaseRawProduceLatency, phaseEngineProduceLatency)
 	}
 	if o.onlyPhases != nil {
 		out = slices.DeleteFunc(out, func(ph string) bool { return !slices.Contains(o.onlyPhases, ph) })
@@ -71,7 +77,7 @@ func (b *bench) prepare(ctx context.Context, name string, repeat int) (run, erro
 	switch name {
 	case phaseNaiveRTT, phaseEngineRTT, phaseRawFetchRTT:
 		src = b.srcWAN
-	case phaseEngineProduceLatency:
+	case phaseEngineProduceLatency, phaseRawProduceLatency:
 		dst = b.dstReplicated
 	}
 	switch name {
@@ -79,6 +85,8 @@ func (b *bench) prepare(ctx context.Context, name string, repeat int) (run, erro
 		return b.prepareRawFetch(ctx)
 	case phaseRawFetchRTT:
 		return b.prepareStreams(ctx, src)
+	case phaseRawProduce, phaseRawProduceLatency:
+		return b.prepareRawProduce(ctx, name, repeat, dst)
 	case phaseReference:
 		return b.prepareReference(ctx, repeat)
 	case phaseNaive, phaseNaiveRTT:
@@ -211,6 +219,107 @@ func readStream(ctx context.Context, cl *kgo.Client, d dataset, p int32) (int64,
 		off = next
 	}
 	return n, nil
+}
+
+// prepareRawProduce is the writing ceiling: the data set's batches, read
+// and rewritten for an anonymous writer before the measurement (the data
+// set is held in memory), are appended to a fresh destination topic with
+// as many Produce requests in flight a partition as the engine allows
+// (mirror.max.inflight's default, 5), each partition on a client of its
+// own, one batch a request. Batches of one partition may land out of
+// their order; only the count is checked. Against the replicating
+// destination it shows what any writer keeps of this ceiling there.
+func (b *bench) prepareRawProduce(ctx context.Context, name string, repeat int, dst []string) (run, error) {
+	topic := fmt.Sprintf("%s-%s-%d", b.data.topic, name, repeat)
+	batches := make([][][]byte, b.data.partitions)
+	anonymous := batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	var mu sync.Mutex
+	if _, _, err := readAll(ctx, b.srcCl, b.data, func(p int32, _ batch.Header, bb []byte) {
+		c := slices.Clone(bb)
+		batch.Transform(c, anonymous)
+		mu.Lock()
+		batches[p] = append(batches[p], c)
+		mu.Unlock()
+	}); err != nil {
+		return run{}, err
+	}
+	var cls []*kgo.Client
+	closeAll := func() {
+		for _, cl := range cls {
+			cl.Close()
+		}
+	}
+	for range b.data.partitions {
+		cl, err := newClient(dst)
+		if err != nil {
+			closeAll()
+			return run{}, err
+		}
+		cls = append(cls, cl)
+	}
+	dl, err := createTopic(ctx, cls[0], topic, b.data.partitions, mirrorTopicConfigs)
+	for _, cl := range cls {
+		if err == nil {
+			err = warm(ctx, cl, topic)
+		}
+	}
+	if err != nil {
+		closeAll()
+		_ = deleteTopics(ctx, b.dstCl, topic)
+		return run{}, err
+	}
+	return run{
+		work: func(ctx context.Context) error {
+			return forEachPartition(ctx, b.data.partitions, func(ctx context.Context, p int32) error {
+				return produceAll(ctx, cls[p], dl, p, batches[p], rawProduceInFlight)
+			})
+		},
+		finish: func(ctx context.Context) error {
+			closeAll()
+			err := b.verifyCopy(ctx, topic)
+			if derr := deleteTopics(ctx, b.dstCl, topic); err == nil {
+				err = derr
+			}
+			return err
+		},
+	}, nil
+}
+
+// rawProduceInFlight is the Produce requests the writing ceiling keeps in
+// flight a partition: the engine's default mirror.max.inflight.
+const rawProduceInFlight = 5
+
+// produceAll appends batches to partition p of l's topic with up to
+// inFlight requests out at once, and returns the first error.
+func produceAll(ctx context.Context, cl *kgo.Client, l layout, p int32, batches [][]byte, inFlight int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	slots := make(chan struct{}, inFlight)
+	for _, bb := range batches {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if _, err := rawProduce(ctx, cl, l, p, bb); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
 }
 
 // prepareReference is phase (b), the bench's own minimal raw batch copy:

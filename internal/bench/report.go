@@ -44,8 +44,14 @@ type report struct {
 	// partition, one 8 MiB fetch in flight each, as the engine fetches
 	// there) over the raw fetch without it. ThroughputRatioVsRawFetchRTT50
 	// is the engine's copy rate across the link over that reader's.
-	RawFetchRTT50Ratio                     float64 `json:"raw_fetch_ratio_rtt50"`
-	ThroughputRatioVsRawFetchRTT50         float64 `json:"throughput_ratio_vs_raw_fetch_rtt50"`
+	RawFetchRTT50Ratio             float64 `json:"raw_fetch_ratio_rtt50"`
+	ThroughputRatioVsRawFetchRTT50 float64 `json:"throughput_ratio_vs_raw_fetch_rtt50"`
+	// RawProduceLatencyRatio is what the replicating destination leaves of
+	// the writing ceiling: the raw writer's rate to it (raw_produce_latency)
+	// over its rate without (raw_produce); ThroughputRatioVsRawProduceLatency
+	// the engine's copy rate to it over that writer's.
+	RawProduceLatencyRatio                 float64 `json:"raw_produce_ratio_produce_latency"`
+	ThroughputRatioVsRawProduceLatency     float64 `json:"throughput_ratio_vs_raw_produce_latency"`
 	ThroughputRatioProduceLatency          float64 `json:"throughput_ratio_produce_latency"`
 	ThroughputRatioProduceLatencyWithStart float64 `json:"throughput_ratio_produce_latency_with_start"`
 	// ProduceLatencyCeilingMBPerS is what any client could append to the
@@ -230,6 +236,8 @@ func (b *bench) newReport(samples map[string][]sample) *report {
 	r.ThroughputRatioVsNaiveRTT50 = ratio(rtt.MBPerS, r.Phases[phaseNaiveRTT].MBPerS)
 	r.RawFetchRTT50Ratio = ratio(r.Phases[phaseRawFetchRTT].MBPerS, raw.MBPerS)
 	r.ThroughputRatioVsRawFetchRTT50 = ratio(rtt.CopyMBPerS, r.Phases[phaseRawFetchRTT].MBPerS)
+	r.RawProduceLatencyRatio = ratio(r.Phases[phaseRawProduceLatency].MBPerS, r.Phases[phaseRawProduce].MBPerS)
+	r.ThroughputRatioVsRawProduceLatency = ratio(pl.CopyMBPerS, r.Phases[phaseRawProduceLatency].MBPerS)
 	r.ThroughputRatioProduceLatency = ratio(pl.CopyMBPerS, e.CopyMBPerS)
 	r.ThroughputRatioProduceLatencyWithStart = ratio(pl.MBPerS, e.MBPerS)
 	if o.produceLatency > 0 && b.data.batches > 0 {
@@ -380,6 +388,13 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Fprintf(&sb, "with %.0f ms Produce latency / without: engine %.2fx copying (%.2fx with its start-up; any client's ceiling there: %.0f MB/s, one %.0f KB batch per partition per answer)\n",
 			r.Config.ProduceLatencyMs, r.ThroughputRatioProduceLatency, r.ThroughputRatioProduceLatencyWithStart,
 			r.ProduceLatencyCeilingMBPerS, float64(r.Data.WireBytes)/float64(max(r.Data.Batches, 1))/1e3)
+	}
+	if r.RawProduceLatencyRatio > 0 {
+		fmt.Fprintf(&sb, "writing with %.0f ms Produce latency (%d batches in flight a partition, each on a client of its own) / without: %.2fx", r.Config.ProduceLatencyMs, rawProduceInFlight, r.RawProduceLatencyRatio)
+		if r.ThroughputRatioVsRawProduceLatency > 0 {
+			fmt.Fprintf(&sb, "; engine copying there / that writing %.2fx", r.ThroughputRatioVsRawProduceLatency)
+		}
+		sb.WriteString("\n")
 	}
 	for _, l := range []struct {
 		who, what string
