@@ -292,34 +292,10 @@ const rawProduceInFlight = 5
 // produceAll appends batches to partition p of l's topic with up to
 // inFlight requests out at once, and returns the first error.
 func produceAll(ctx context.Context, cl *kgo.Client, l layout, p int32, batches [][]byte, inFlight int) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	slots := make(chan struct{}, inFlight)
-	for _, bb := range batches {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			if _, err := rawProduce(ctx, cl, l, p, bb); err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-		})
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
+	return runEach(ctx, len(batches), inFlight, func(ctx context.Context, i int) error {
+		_, err := rawProduce(ctx, cl, l, p, batches[i])
+		return err
+	})
 }
 
 // prepareReference is phase (b), the bench's own minimal raw batch copy:
@@ -368,6 +344,14 @@ func (b *bench) prepareReference(ctx context.Context, repeat int) (run, error) {
 // forEachPartition runs fn for every partition concurrently and returns
 // the first error; the first failure cancels the others.
 func forEachPartition(ctx context.Context, partitions int32, fn func(context.Context, int32) error) error {
+	return runEach(ctx, int(partitions), int(partitions), func(ctx context.Context, i int) error {
+		return fn(ctx, int32(i))
+	})
+}
+
+// runEach runs fn for 0 to n-1, at most limit at once, and returns the
+// first error (or the end of ctx); the first failure cancels the others.
+func runEach(ctx context.Context, n, limit int, fn func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -375,14 +359,26 @@ func forEachPartition(ctx context.Context, partitions int32, fn func(context.Con
 		once     sync.Once
 		firstErr error
 	)
-	for p := range partitions {
+	slots := make(chan struct{}, max(limit, 1))
+	for i := range n {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Go(func() {
-			if err := fn(ctx, p); err != nil {
+			defer func() { <-slots }()
+			if err := fn(ctx, i); err != nil {
 				once.Do(func() { firstErr = err; cancel() })
 			}
 		})
 	}
 	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
 	return firstErr
 }
 
