@@ -124,6 +124,10 @@ func (s *session[R]) leaveLocked(k sessKey) bool {
 func (s *session[R]) waiting() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.waitingLocked()
+}
+
+func (s *session[R]) waitingLocked() bool {
 	return !s.polling && (len(s.members) > 0 || len(s.forget) > 0)
 }
 
@@ -133,7 +137,7 @@ func (s *session[R]) waiting() bool {
 func (s *session[R]) due() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.polling || (len(s.members) == 0 && len(s.forget) == 0) {
+	if !s.waitingLocked() {
 		return false
 	}
 	s.polling = true
