@@ -154,27 +154,15 @@ const streamFetchBytes = 8 << 20
 // dials its fetch connection before the measurement (a one-byte fetch of
 // its partition), so the run holds no start-up but the first request.
 func (b *bench) prepareStreams(ctx context.Context, src []string) (run, error) {
-	var cls []*kgo.Client
-	closeAll := func() {
-		for _, cl := range cls {
-			cl.Close()
+	cls, err := partitionClients(b.data.partitions, src, func(cl *kgo.Client, p int32) error {
+		if err := warm(ctx, cl, b.data.topic); err != nil {
+			return err
 		}
-	}
-	for p := range b.data.partitions {
-		cl, err := newClient(src)
-		if err == nil {
-			err = warm(ctx, cl, b.data.topic)
-		}
-		if err == nil {
-			_, err = rawFetch(ctx, cl, b.data.leaders[p], b.data.layout, []fetchPart{{partition: p, maxBytes: 1}}, 0)
-		}
-		if cl != nil {
-			cls = append(cls, cl)
-		}
-		if err != nil {
-			closeAll()
-			return run{}, err
-		}
+		_, err := rawFetch(ctx, cl, b.data.leaders[p], b.data.layout, []fetchPart{{partition: p, maxBytes: 1}}, 0)
+		return err
+	})
+	if err != nil {
+		return run{}, err
 	}
 	var read atomic.Int64
 	return run{
@@ -186,13 +174,43 @@ func (b *bench) prepareStreams(ctx context.Context, src []string) (run, error) {
 			})
 		},
 		finish: func(context.Context) error {
-			closeAll()
+			cls.close()
 			if n := read.Load(); n != b.data.wireBytes {
 				return fmt.Errorf("the streams read %d bytes, the data set holds %d", n, b.data.wireBytes)
 			}
 			return nil
 		},
 	}, nil
+}
+
+// clients are a client a partition, by partition number.
+type clients []*kgo.Client
+
+func (cls clients) close() {
+	for _, cl := range cls {
+		cl.Close()
+	}
+}
+
+// partitionClients makes a client to addrs for each of partitions and
+// runs prepare, when not nil, on each; on an error it closes those made.
+func partitionClients(partitions int32, addrs []string, prepare func(*kgo.Client, int32) error) (clients, error) {
+	var cls clients
+	for p := range partitions {
+		cl, err := newClient(addrs)
+		if err != nil {
+			cls.close()
+			return nil, err
+		}
+		cls = append(cls, cl)
+		if prepare != nil {
+			if err := prepare(cl, p); err != nil {
+				cls.close()
+				return nil, err
+			}
+		}
+	}
+	return cls, nil
 }
 
 // readStream reads partition p of the data set to its end, a fetch of
@@ -243,19 +261,9 @@ func (b *bench) prepareRawProduce(ctx context.Context, name string, repeat int, 
 	}); err != nil {
 		return run{}, err
 	}
-	var cls []*kgo.Client
-	closeAll := func() {
-		for _, cl := range cls {
-			cl.Close()
-		}
-	}
-	for range b.data.partitions {
-		cl, err := newClient(dst)
-		if err != nil {
-			closeAll()
-			return run{}, err
-		}
-		cls = append(cls, cl)
+	cls, err := partitionClients(b.data.partitions, dst, nil)
+	if err != nil {
+		return run{}, err
 	}
 	dl, err := createTopic(ctx, cls[0], topic, b.data.partitions, mirrorTopicConfigs)
 	for _, cl := range cls {
@@ -264,7 +272,7 @@ func (b *bench) prepareRawProduce(ctx context.Context, name string, repeat int, 
 		}
 	}
 	if err != nil {
-		closeAll()
+		cls.close()
 		_ = deleteTopics(ctx, b.dstCl, topic)
 		return run{}, err
 	}
@@ -275,7 +283,7 @@ func (b *bench) prepareRawProduce(ctx context.Context, name string, repeat int, 
 			})
 		},
 		finish: func(ctx context.Context) error {
-			closeAll()
+			cls.close()
 			err := b.verifyCopy(ctx, topic)
 			if derr := deleteTopics(ctx, b.dstCl, topic); err == nil {
 				err = derr
