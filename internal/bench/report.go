@@ -86,6 +86,7 @@ type report struct {
 	ScaleMaxPartitions         int     `json:"scale_max_partitions"`
 	Start100kS                 float64 `json:"start_100k_s"`
 	IdleCPU100kPct             float64 `json:"idle_cpu_100k_pct"`
+	IdleSrcBrokerCPU100kPct    float64 `json:"idle_source_broker_cpu_100k_pct"` // context, no goal: the idle long-polls' cost to the source
 	HeapBytesPerPartition100k  float64 `json:"heap_bytes_per_partition_100k"`
 	GoroutinesPerPartition100k float64 `json:"goroutines_per_partition_100k"`
 	Stop100kS                  float64 `json:"stop_100k_s"`
@@ -267,6 +268,7 @@ func (r *report) setScale(pts []scalePoint) {
 	r.Failover1000PartitionsS, r.FailoverPartitions = best.StopS, best.Partitions
 	last := pts[len(pts)-1]
 	r.ScaleMaxPartitions, r.Start100kS, r.IdleCPU100kPct, r.Stop100kS = last.Partitions, last.StartS, last.IdleCPUPercent, last.StopS
+	r.IdleSrcBrokerCPU100kPct = last.IdleSrcBrokerCPUPercent
 	if len(pts) > 1 {
 		below := pts[len(pts)-2]
 		n := float64(last.Partitions - below.Partitions)
@@ -417,11 +419,11 @@ func writeTable(w io.Writer, r *report) error {
 	if len(r.Scale) > 0 {
 		sb.WriteString("\n")
 		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "idle partitions\ttopics\tstart s\t(CPU-s: engine, source, destination)\theap B/partition\tstack B/partition\tgoroutines\tidle CPU %\tstop s\t(CPU-s: engine, destination)\t")
+		fmt.Fprintln(tw, "idle partitions\ttopics\tstart s\t(CPU-s: engine, source, destination)\theap B/partition\tstack B/partition\tgoroutines\tidle CPU %\t(source brokers)\tstop s\t(CPU-s: engine, destination)\t")
 		for _, p := range r.Scale {
-			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.1f %.1f %.1f\t%.0f\t%.0f\t%d\t%.1f\t%.3f\t%.1f %.1f\t\n", p.Partitions, p.Topics, p.StartS,
+			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.1f %.1f %.1f\t%.0f\t%.0f\t%d\t%.1f\t%.1f\t%.3f\t%.1f %.1f\t\n", p.Partitions, p.Topics, p.StartS,
 				p.StartCPUS, p.StartSrcBrokerCPUS, p.StartDstBrokerCPUS, p.HeapPerPartition,
-				p.StackPerPartition, p.Goroutines, p.IdleCPUPercent, p.StopS, p.StopCPUS, p.StopDstBrokerCPUS)
+				p.StackPerPartition, p.Goroutines, p.IdleCPUPercent, p.IdleSrcBrokerCPUPercent, p.StopS, p.StopCPUS, p.StopDstBrokerCPUS)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -40,9 +40,13 @@ type scalePoint struct {
 	StackBytes        int64   `json:"stack_bytes"`
 	StackPerPartition float64 `json:"stack_bytes_per_partition"`
 	Goroutines        int     `json:"goroutines"`
-	IdleCPUPercent    float64 `json:"idle_cpu_percent"`     // of one core, engine process, nothing to copy
-	StopS             float64 `json:"stop_s"`               // Control(CmdStop) until every partition is STOPPED
-	StopError         string  `json:"stop_error,omitempty"` // why the stop was not seen to end (within --scale-timeout)
+	IdleCPUPercent    float64 `json:"idle_cpu_percent"` // of one core, engine process, nothing to copy
+	// IdleSrcBrokerCPUPercent is the source brokers' CPU in the same
+	// window, of one core: what the idle partitions' long-polls cost the
+	// cluster they are mirrored from.
+	IdleSrcBrokerCPUPercent float64 `json:"idle_source_broker_cpu_percent"`
+	StopS                   float64 `json:"stop_s"`               // Control(CmdStop) until every partition is STOPPED
+	StopError               string  `json:"stop_error,omitempty"` // why the stop was not seen to end (within --scale-timeout)
 
 	// The CPU time of the engine and of the broker processes during the
 	// start and the stop: what the time went to. The brokers' is sampled
@@ -54,7 +58,7 @@ type scalePoint struct {
 	StopDstBrokerCPUS  float64 `json:"stop_destination_broker_cpu_s"`
 	// The windows, as Unix nanoseconds, for the bench to place the
 	// brokers' samples.
-	StartAt, StartedAt, StopAt, StoppedAt int64 `json:",omitempty"`
+	StartAt, StartedAt, IdleAt, IdledAt, StopAt, StoppedAt int64 `json:",omitempty"`
 }
 
 // idleTopic names the i-th topic of the idle partitions.
@@ -84,8 +88,8 @@ func (b *bench) measureScale(ctx context.Context, counts []int, topicSize int) (
 		if pt.StopError != "" {
 			stop = "stop not measured: " + pt.StopError
 		}
-		b.progress("scale: %d partitions: start %.1fs, idle CPU %.1f%%, heap %.0f B/partition, stack %.0f B/partition, %s",
-			n, pt.StartS, pt.IdleCPUPercent, pt.HeapPerPartition, pt.StackPerPartition, stop)
+		b.progress("scale: %d partitions: start %.1fs, idle CPU %.1f%% (source brokers %.1f%%), heap %.0f B/partition, stack %.0f B/partition, %s",
+			n, pt.StartS, pt.IdleCPUPercent, pt.IdleSrcBrokerCPUPercent, pt.HeapPerPartition, pt.StackPerPartition, stop)
 		out = append(out, pt)
 	}
 	return out, nil
@@ -138,6 +142,9 @@ func (b *bench) runScaleChild(ctx context.Context, n, topicSize int, last bool) 
 	pt.StartSrcBrokerCPUS = samples.between(pt.StartAt, pt.StartedAt, func(c cpuSample) time.Duration { return c.src })
 	pt.StartDstBrokerCPUS = samples.between(pt.StartAt, pt.StartedAt, func(c cpuSample) time.Duration { return c.dst })
 	pt.StopDstBrokerCPUS = samples.between(pt.StopAt, pt.StoppedAt, func(c cpuSample) time.Duration { return c.dst })
+	if idle := time.Duration(pt.IdledAt - pt.IdleAt); idle > 0 {
+		pt.IdleSrcBrokerCPUPercent = 100 * samples.between(pt.IdleAt, pt.IdledAt, func(c cpuSample) time.Duration { return c.src }) / idle.Seconds()
+	}
 	return pt, nil
 }
 
@@ -381,7 +388,9 @@ func (b *bench) scalePoint(ctx context.Context, n, topicSize int, keep bool) (sc
 		return pt, err
 	}
 	t0 := time.Now()
+	pt.IdleAt = t0.UnixNano()
 	err = backoff.Sleep(ctx, b.opts.settle)
+	pt.IdledAt = time.Now().UnixNano()
 	stopIdleProfile()
 	if err != nil {
 		return pt, err
