@@ -191,7 +191,7 @@ func (f *Fetcher[R]) nextJob(q *wantQueue[R], busy []bool, polls int) (job fetch
 	}
 	switch {
 	case pollable && f.sess.due():
-		return fetchJob[R]{session: true, maxWait: f.maxWait, limits: f.limits}, true, true
+		return fetchJob[R]{session: true, maxWait: f.sess.wait(f.maxWait), limits: f.limits}, true, true
 	case pollable && q.len() > 0:
 		if wants := q.takeAll(); len(wants) > 0 { // none: only the wants of runners that have exited
 			return fetchJob[R]{wants: wants, maxWait: f.maxWait, limits: f.limits}, true, true

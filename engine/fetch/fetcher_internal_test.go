@@ -83,6 +83,49 @@ func TestNextJobKeepsAConnectionForTheSession(t *testing.T) {
 	}
 }
 
+// TestSessionLongPollGrowsWithItsMembers: a session request long-polls
+// fetch.wait.max.ms while the session is small, longer as its idle
+// partitions grow (the broker reads them all for each request), and never
+// more than maxSessionWait.
+func TestSessionLongPollGrowsWithItsMembers(t *testing.T) {
+	f := &Fetcher[*receiver]{sess: newSession[*receiver](), maxWait: 100}
+	park := func(n int) {
+		for range n {
+			f.sess.park(Want[*receiver]{To: &receiver{topic: "idle"}, Partition: int32(f.sess.size())})
+		}
+	}
+	sessionWait := func() int32 {
+		t.Helper()
+		var q wantQueue[*receiver]
+		job, poll, ok := f.nextJob(&q, []bool{false, false, false, false}, 0)
+		if !ok || !poll || !job.session {
+			t.Fatalf("nextJob = %+v, poll %v, ok %v; want the session request", job, poll, ok)
+		}
+		f.sess.polling = false // answered
+		return job.maxWait
+	}
+	for _, c := range []struct {
+		members int
+		want    int32
+	}{
+		{1, 100},
+		{5_000, 100},   // 5,000 × 20µs: the fetcher's own 100ms
+		{20_000, 400},  // 20,000 × 20µs
+		{50_000, 1000}, // the ceiling
+		{200_000, 1000},
+	} {
+		park(c.members - f.sess.size())
+		if got := sessionWait(); got != c.want {
+			t.Errorf("%d members: the session long-polls %dms, want %dms", c.members, got, c.want)
+		}
+	}
+	// A fetcher configured above the scaled wait keeps its own.
+	f.maxWait = 5000
+	if got := sessionWait(); got != 5000 {
+		t.Errorf("fetch.wait.max.ms 5000: the session long-polls %dms", got)
+	}
+}
+
 // TestWantQueueOnePerPartition: the newest want of a partition replaces
 // an older one still waiting, so one request never asks for a partition
 // twice; behind wants are taken apart from the caught-up ones.
