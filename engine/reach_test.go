@@ -126,8 +126,9 @@ func TestSourceUnreachableIsFailedAndRecovers(t *testing.T) {
 // TestStopWithSourceGone: the source and the instance are lost together;
 // an instance started during the outage opens the mirror from
 // __mirror_state alone and fails over every partition: STOPPED, with the
-// last mirrored offset the destination holds. Also when the partitions
-// come to it by takeover from another instance that died in the outage.
+// last mirrored offset the destination holds, the topic's writer epoch
+// bumped (it never fenced them). Also when the partitions come to it by takeover
+// from another instance that died in the outage.
 func TestStopWithSourceGone(t *testing.T) {
 	for _, takeover := range []bool{false, true} {
 		t.Run(fmt.Sprintf("takeover=%v", takeover), func(t *testing.T) {
@@ -150,10 +151,17 @@ func TestStopWithSourceGone(t *testing.T) {
 				survivor = e.joinInstance("two")
 			}
 			e.eng = survivor
+			inits := countWriterInits(e.dst, "orders")
 			if _, err := adm.Control(context.Background(), engine.CmdStop, "a-to-b", nil, false); err != nil {
 				t.Fatal(err)
 			}
 			recs := waitPersisted(t, adm, "orders", 4, partition.Stopped, "two")
+			// The survivor never fenced the partitions (the source is
+			// away, none aligned): the stop bumps the topic's writer
+			// epoch, once for all four.
+			if n := inits.Load(); n != 1 {
+				t.Fatalf("the stop sent %d InitProducerID requests for the topic it never fenced, want 1", n)
+			}
 			for p, rec := range recs {
 				if rec.LastOffset != ends[p]-1 {
 					t.Fatalf("orders/%d STOPPED with last mirrored offset %d, destination end %d", p, rec.LastOffset, ends[p])

@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/txn"
 )
@@ -202,7 +201,9 @@ func (r *Runner) checkSourceEpoch(ctx context.Context, a anchor, srcStart int64)
 // bumped epoch, so any older owner is fenced at the broker, then check that
 // nobody wrote to the destination since alignment.
 func (r *Runner) fence(ctx context.Context) error {
-	if err := r.initWriter(ctx); err != nil {
+	// An appended sequence (BaseSequence past 0) may not be the broker's
+	// any more, whatever sent the partition to alignment: a new epoch.
+	if err := r.initWriter(ctx, r.writer.BaseSequence != 0); err != nil {
 		return err
 	}
 	// The guard goes on before the check: from then on nobody else writes.
@@ -216,21 +217,5 @@ func (r *Runner) fence(ctx context.Context) error {
 	if end != r.pos {
 		return r.foreignWrite(r.pos, end, "its log end after the writer was fenced")
 	}
-	return nil
-}
-
-// initWriter acquires the partition's writer identity with a bumped epoch.
-func (r *Runner) initWriter(ctx context.Context) error {
-	txnID := writerID(r.deps.Mirror, r.topic, r.partition)
-	timeout, err := r.deps.Dest.WriterTimeout(ctx)
-	if err != nil {
-		return fmt.Errorf("init writer %s: %w", txnID, err)
-	}
-	resp, err := r.deps.Dest.InitProducerID(ctx, txnID, timeout, &r.coord)
-	if err != nil {
-		return fmt.Errorf("init writer %s: %w", txnID, err)
-	}
-	r.writer = batch.Writer{ProducerID: resp.ProducerID, ProducerEpoch: resp.ProducerEpoch, BaseSequence: 0}
-	r.stats.setWriter(resp.ProducerEpoch)
 	return nil
 }

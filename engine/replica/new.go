@@ -43,7 +43,6 @@ func New(d *Deps, topic string, p int32, stats *Stats, persist *StateSink, init 
 		maxBytes: d.FetchBytes,
 		position: position{lastEpoch: -1, mirrored: -1, mirroredEpoch: -1},
 		srcHWM:   -1,
-		coord:    -1,
 		persist:  persist,
 	}
 	r.restore(init.LastOffset, init.LastEpoch, init.Lineage)

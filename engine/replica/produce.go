@@ -122,6 +122,12 @@ func (r *Runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 func (r *Runner) classifyProduceErr(base int64, err error) error {
 	switch FailureOf(err) {
 	case FailFenced:
+		if r.tc.Writer.Bumped(r.writer) {
+			// Another partition of the topic bumped the epoch here
+			// (TopicWriter): the partition takes the new one at its
+			// alignment.
+			return fmt.Errorf("%w: append %s/%d at %d: the topic's writer epoch moved on: %w", errRealign, r.topic, r.partition, base, err)
+		}
 		return r.Failuref("%w (writer epoch %d): is another kmirror instance mirroring this partition? %w", ErrFenced, r.writer.ProducerEpoch, err)
 	case FailUnknown:
 		return r.unknownOutcome(base, err)
@@ -193,12 +199,6 @@ func (r *Runner) maybeDelete(ctx context.Context) error {
 	return nil
 }
 
-// writerID is the transactional id whose producer id and epoch a partition's
-// appends carry. It is stable so a new owner bumps the old owner's epoch.
-func writerID(mirror, topic string, p int32) string {
-	return fmt.Sprintf("kmirror/%s/%s/%d", mirror, topic, p)
-}
-
 // fillerRecords bounds one filler batch. Empty records compress to almost
 // nothing, so one zstd batch covers a large span of offsets.
 const fillerRecords = 50_000
@@ -231,8 +231,16 @@ const stopInitRetries = 4
 
 var stopInitPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1600 * time.Millisecond}
 
-// stop is STOPPING: no more fetches, bump the writer epoch so no zombie
+// stop is STOPPING: no more fetches, the writer epoch bumped so no zombie
 // append can land, then STOPPED. It needs only the destination.
+//
+// The epoch is bumped only if this instance has not bumped its topic's
+// (TopicWriter) yet, as when it took the topic over while the source was
+// away and nothing aligned: once it has, every earlier owner holds an
+// older epoch, and another bump would fence only this instance, which
+// appends nothing more. (A real broker learns a new epoch on a partition
+// only from an append with it, so a bump nobody appends with fences
+// nothing there; a bump per partition was a stop's whole time at scale.)
 func (r *Runner) stop(ctx context.Context) error {
 	r.dropFetch()
 	if err := r.drain(ctx); err != nil && !isTransient(err) {
@@ -246,11 +254,11 @@ func (r *Runner) stop(ctx context.Context) error {
 	// broker expired it).
 	before := r.writer.ProducerID
 	b := backoff.Backoff{Policy: stopInitPolicy}
-	for {
+	for !r.fenced {
 		// Only the epoch bump: a foreign write is reported by the next
 		// alignment, and a stop of thousands of partitions must not read
 		// every partition's log end.
-		err := r.initWriter(ctx)
+		err := r.initWriter(ctx, false)
 		if err == nil {
 			break
 		}

@@ -40,6 +40,7 @@ type Runner struct {
 	outstanding bool
 	parking     bool // the loop is to park the runner (park.go)
 	starting    bool // the runner holds a start slot (starter)
+	fenced      bool // the writer is its topic's in this instance, which bumped it (initWriter): every earlier owner is fenced
 	// sendGen is the generation of the runner's appends (Append's
 	// Gen): a resend or an alignment moves it on, lifting the mute a
 	// failed append put on the partition in its sink.
@@ -50,7 +51,6 @@ type Runner struct {
 
 	gen      uint64 // bumps whenever outstanding fetches become stale
 	maxBytes int32
-	coord    int32 // the destination's coordinator of the writer id, -1 unknown (initProducerID)
 
 	txm       *txn.Mapper   // mirrored transactions; created at the first alignment
 	alignedAt time.Duration // when the destination log end was last read by alignment (Deps.SinceBase)

@@ -26,6 +26,9 @@ type TopicCancel struct {
 	// work context is not a child of ctx (startWork). Guarded by
 	// mirror.mu.
 	ByPartition []*Runner
+	// Writer is the identity the topic's partitions append with
+	// (writer.go): the instance bumps its epoch once for them all.
+	Writer TopicWriter
 }
 
 // Runners appends the topic's runners to out, by partition. m.mu is held.

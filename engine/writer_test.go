@@ -1,0 +1,109 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
+// countWriterInits counts, from now on, the InitProducerID requests c gets
+// for the writer id of topic in mirror a-to-b.
+func countWriterInits(c *enginetest.Cluster, topic string) *atomic.Int64 {
+	var n atomic.Int64
+	c.ControlKey(int16(kmsg.InitProducerID), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if id := kreq.(*kmsg.InitProducerIDRequest).TransactionalID; id != nil && *id == "kmirror/a-to-b/"+topic {
+			n.Add(1)
+		}
+		return nil, nil, false
+	})
+	return &n
+}
+
+// TestStopKeepsTheEpochItFenced: the instance that aligned and fenced a
+// partition sends no InitProducerID when it stops it (every earlier owner
+// already holds an older epoch; the bump would fence only itself), and the
+// stopped destination is identical and writable. An instance that stops
+// partitions it never fenced bumps each one: TestStopWithSourceGone.
+func TestStopKeepsTheEpochItFenced(t *testing.T) {
+	const parts = 4
+	e := newEnv(t)
+	e.src.CreateTopic(t, "orders", parts, nil)
+	enginetest.Produce(t, e.srcCl, "orders", parts, 40, "before")
+	e.startMirror("orders")
+	e.waitCaughtUp("orders")
+	epochs := map[int32]int16{}
+	for _, p := range e.partitions() {
+		epochs[p.Partition] = p.WriterEpoch
+	}
+	inits := countWriterInits(e.dst, "orders")
+	if err := e.eng.Control(context.Background(), engine.Command{Kind: engine.CmdStop, Mirror: "a-to-b"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAll(parts, partition.Stopped)
+	if n := inits.Load(); n != 0 {
+		t.Fatalf("the stop sent %d InitProducerID requests for the partitions this instance fenced, want none", n)
+	}
+	for _, p := range e.partitions() {
+		if p.WriterEpoch != epochs[p.Partition] {
+			t.Fatalf("orders/%d: writer epoch %d after the stop, %d before", p.Partition, p.WriterEpoch, epochs[p.Partition])
+		}
+	}
+	e.assertIdentical("orders")
+	enginetest.Produce(t, e.dstCl, "orders", parts, 1, "on-b")
+}
+
+// TestANewEpochMovesItsTopicAlong: the partitions of a topic share one
+// writer identity. A partition whose append the broker refuses for its
+// sequence (OUT_OF_ORDER_SEQUENCE_NUMBER) aligns again with a new epoch of
+// it; the broker then refuses the other partitions' appends for their old
+// epoch, and they align and take the new one instead of failing as
+// fenced by another owner. One InitProducerID in all, nothing FAILED, the
+// copy identical.
+func TestANewEpochMovesItsTopicAlong(t *testing.T) {
+	const parts = 4
+	e := newEnv(t)
+	e.src.CreateTopic(t, "moved", parts, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "moved", parts, 50, "first")
+	e.startMirror("moved")
+	e.waitCaughtUp("moved")
+	epoch := func(p int32) int16 {
+		ps, _ := e.snapshotOf("moved", p)
+		return ps.WriterEpoch
+	}
+	before := epoch(0)
+	for p := range int32(parts) {
+		if epoch(p) != before {
+			t.Fatalf("moved/%d: writer epoch %d, moved/0 %d: the topic's partitions do not share one identity", p, epoch(p), before)
+		}
+	}
+	inits := countWriterInits(e.dst, "moved")
+	h := e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "moved", Partitions: []int32{0}, Err: kerr.OutOfOrderSequenceNumber})
+	enginetest.Produce(t, cl, "moved", parts, 50, "second")
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		return h.Hits() == 1 && epoch(0) == before+1, fmt.Sprintf("fault hit %d times, moved/0 at writer epoch %d", h.Hits(), epoch(0))
+	})
+	// The others append with the old epoch now.
+	enginetest.Produce(t, cl, "moved", parts, 50, "third")
+	e.waitCaughtUp("moved")
+	e.assertIdentical("moved")
+	for _, ps := range e.partitions() {
+		if ps.State != partition.Mirroring || ps.WriterEpoch != before+1 {
+			t.Fatalf("moved/%d is %s at writer epoch %d (%s), want MIRRORING at %d", ps.Partition, ps.State, ps.WriterEpoch, ps.Error, before+1)
+		}
+	}
+	if n := inits.Load(); n != 1 {
+		t.Fatalf("%d InitProducerID requests for the topic's writer id, want the one bump", n)
+	}
+}
