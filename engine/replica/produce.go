@@ -102,7 +102,7 @@ func (r *Runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 		// offset it may not say. Only the expected offset, given back,
 		// counts as landed; anything else goes to alignment.
 		if !resent || !errors.Is(err, kerr.DuplicateSequenceNumber) || p.BaseOffset != f.base {
-			return r.classifyProduceErr(f.base, err)
+			return r.classifyProduceErr(f.base, err, f.txnID == nil)
 		}
 	}
 	if p.BaseOffset != f.base {
@@ -118,11 +118,12 @@ func (r *Runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 }
 
 // classifyProduceErr turns an error code of a Produce answer into what
-// the runner does about it (FailureOf).
-func (r *Runner) classifyProduceErr(base int64, err error) error {
+// the runner does about it (FailureOf); own says the batch carried the
+// partition's writer identity, not a mirrored transaction's.
+func (r *Runner) classifyProduceErr(base int64, err error, own bool) error {
 	switch FailureOf(err) {
 	case FailFenced:
-		if r.tc.Writer.Bumped(r.writer) {
+		if own && r.tc.Writer.Bumped(r.writer) {
 			// Another partition of the topic bumped the epoch here
 			// (TopicWriter): the partition takes the new one at its
 			// alignment.
@@ -250,9 +251,16 @@ func (r *Runner) stop(ctx context.Context) error {
 		return err
 	}
 	// The producer id batches above the last checkpoint may carry: the
-	// recorded one, before the bump below (which keeps the id unless the
+	// recorded one, before the first stop attempt took its topic's
+	// identity (a different id after an id per partition, or when the
 	// broker expired it).
-	before := r.writer.ProducerID
+	if r.alignedAt == 0 && r.rarely().stopEarlierWriter == 0 {
+		r.rare.stopEarlierWriter = r.writer.ProducerID
+	}
+	before := int64(0)
+	if r.rare != nil {
+		before = r.rare.stopEarlierWriter
+	}
 	b := backoff.Backoff{Policy: stopInitPolicy}
 	for !r.fenced {
 		// Only the epoch bump: a foreign write is reported by the next

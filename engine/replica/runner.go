@@ -127,6 +127,10 @@ type runnerRare struct {
 	// stop aborted (kept in the partition record: a failback's rebuild
 	// quarantines from there).
 	stopAborted []int64
+	// stopEarlierWriter is the producer id of the partition's record when
+	// a stop that never aligned first ran: its batches above the last
+	// checkpoint are the mirror's, also on a retry of the stop.
+	stopEarlierWriter int64
 }
 
 // rarely returns the runner's rarely needed fields, allocating them.

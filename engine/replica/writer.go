@@ -30,6 +30,11 @@ type TopicWriter struct {
 	mu    sync.Mutex
 	w     batch.Writer // ProducerID 0: this instance has not bumped the identity yet
 	coord int32        // the writer id's transaction coordinator plus one, 0 unknown
+	// unsure: the last bump failed, and the coordinator may have made it
+	// all the same (a lost answer, a timeout): w may be behind, so the
+	// next fence bumps, and a refused epoch is taken for this instance's
+	// own bump until one succeeds.
+	unsure bool
 }
 
 // fence returns the identity a partition appends with next. had is the
@@ -42,26 +47,28 @@ type TopicWriter struct {
 func (t *TopicWriter) fence(had batch.Writer, used bool, bump func(coord *int32) (batch.Writer, error)) (batch.Writer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.w.ProducerID != 0 && !(used && sameWriter(had, t.w)) {
+	if t.w.ProducerID != 0 && !t.unsure && !(used && sameWriter(had, t.w)) {
 		return batch.Writer{ProducerID: t.w.ProducerID, ProducerEpoch: t.w.ProducerEpoch}, nil
 	}
 	coord := t.coord - 1
 	w, err := bump(&coord)
 	t.coord = coord + 1
 	if err != nil {
+		t.unsure = t.w.ProducerID != 0
 		return batch.Writer{}, err
 	}
-	t.w = batch.Writer{ProducerID: w.ProducerID, ProducerEpoch: w.ProducerEpoch}
+	t.w, t.unsure = batch.Writer{ProducerID: w.ProducerID, ProducerEpoch: w.ProducerEpoch}, false
 	return t.w, nil
 }
 
 // Bumped reports whether this instance moved the identity past w (another
-// partition's bump): an append with w refused for its epoch then calls for
-// alignment, not for the verdict that another owner fenced it.
+// partition's bump), or may have (unsure): an append with w refused for
+// its epoch then calls for alignment, not for the verdict that another
+// owner fenced it.
 func (t *TopicWriter) Bumped(w batch.Writer) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.w.ProducerID != 0 && !sameWriter(w, t.w)
+	return t.w.ProducerID != 0 && (t.unsure || !sameWriter(w, t.w))
 }
 
 // sameWriter reports whether a and b are one producer id and epoch.

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/kmirror/kmirror/engine/batch"
@@ -11,8 +12,8 @@ import (
 // topic's identity and the others take it as it is; a partition that
 // appended with the current identity bumps it again, one whose identity a
 // bump already replaced takes the new one; Bumped names the identities
-// this instance moved past; a failed bump changes nothing but the
-// coordinator it learned.
+// this instance moved past; after a failed bump, which the coordinator may
+// have made, the current one too, until the next bump.
 func TestTopicWriterBumpsOncePerNeed(t *testing.T) {
 	var (
 		tw    TopicWriter
@@ -56,14 +57,25 @@ func TestTopicWriterBumpsOncePerNeed(t *testing.T) {
 	if !tw.Bumped(e1) || tw.Bumped(e2) {
 		t.Fatalf("Bumped(epoch 1) %v, Bumped(epoch 2) %v: want true, false", tw.Bumped(e1), tw.Bumped(e2))
 	}
-	fail = errors.New("coordinator not available")
+	// A bump whose answer is lost may have been made: until one
+	// succeeds, a refused current epoch is this instance's own doing, and
+	// the next fence bumps whatever the partition used.
+	fail = errors.New("request timed out")
 	if _, err := tw.fence(e2, true, bump); !errors.Is(err, fail) {
 		t.Fatalf("failed bump: %v", err)
 	}
-	if w := fence(batch.Writer{}, false); w != e2 {
-		t.Fatalf("after a failed bump the identity is %+v, want %+v", w, e2)
+	if !tw.Bumped(e2) {
+		t.Fatal("after a failed bump, Bumped(current epoch) is false: a sibling refused for it would fail as fenced by another owner")
 	}
-	if want := []int32{-1, 2, 2}; len(coord) != 3 || coord[0] != want[0] || coord[1] != want[1] || coord[2] != want[2] {
+	fail = nil
+	e3 := batch.Writer{ProducerID: 7, ProducerEpoch: 3}
+	if w := fence(batch.Writer{}, false); w != e3 || bumps != 3 {
+		t.Fatalf("after a failed bump: %+v after %d bumps, want %+v after a third", w, bumps, e3)
+	}
+	if !tw.Bumped(e2) || tw.Bumped(e3) {
+		t.Fatalf("Bumped(epoch 2) %v, Bumped(epoch 3) %v: want true, false", tw.Bumped(e2), tw.Bumped(e3))
+	}
+	if want := []int32{-1, 2, 2, 2}; !slices.Equal(coord, want) {
 		t.Fatalf("the bumps asked coordinators %v, want %v (unknown, then the one learned)", coord, want)
 	}
 }
