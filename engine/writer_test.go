@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,5 +107,59 @@ func TestANewEpochMovesItsTopicAlong(t *testing.T) {
 	}
 	if n := inits.Load(); n != 1 {
 		t.Fatalf("%d InitProducerID requests for the topic's writer id, want the one bump", n)
+	}
+}
+
+// TestAnotherOwnersBumpFencesTheWholeTopic: a new owner of a topic bumps
+// the topic's writer id once (InitProducerID on kmirror/<mirror>/<topic>,
+// sent here as a new owner sends it); the instance that still mirrors
+// the topic has every partition's next append refused for its old epoch,
+// and each goes FAILED as fenced by another owner, not retryable, with
+// nothing appended after the bump.
+func TestAnotherOwnersBumpFencesTheWholeTopic(t *testing.T) {
+	const parts = 4
+	e := newEnv(t)
+	e.src.CreateTopic(t, "taken", parts, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "taken", parts, 20, "first")
+	e.startMirror("taken")
+	e.waitCaughtUp("taken")
+	ctx := context.Background()
+	ends, err := enginetest.Ends(ctx, e.dstCl, "taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	req := kmsg.NewPtrInitProducerIDRequest()
+	id := "kmirror/a-to-b/taken"
+	req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, 60_000, -1, -1
+	resp, err := req.RequestWith(ctx, e.dstCl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		t.Fatalf("the other owner's InitProducerID: %v", err)
+	}
+
+	enginetest.Produce(t, cl, "taken", parts, 20, "after")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		for _, ps := range e.partitions() {
+			if ps.State != partition.Failed {
+				return false, fmt.Sprintf("taken/%d is %s", ps.Partition, ps.State)
+			}
+		}
+		return true, ""
+	})
+	for _, ps := range e.partitions() {
+		if ps.Retryable || !strings.Contains(ps.Error, "is another kmirror instance mirroring this partition?") {
+			t.Fatalf("taken/%d FAILED with %q (retryable %v), want fenced by another owner", ps.Partition, ps.Error, ps.Retryable)
+		}
+	}
+	after, err := enginetest.Ends(ctx, e.dstCl, "taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(after, ends) {
+		t.Fatalf("destination ends %v after the fence, %v before: appended with a fenced epoch", after, ends)
 	}
 }
