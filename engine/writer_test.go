@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine"
@@ -32,18 +33,28 @@ func countWriterInits(c *enginetest.Cluster, topic string) *atomic.Int64 {
 	return &n
 }
 
+// mirrorTopicOf4 starts e's mirror of a new source topic of 4 partitions
+// holding n records each, caught up, and returns the source producer.
+func mirrorTopicOf4(e *env, topic string, n int) *kgo.Client {
+	e.t.Helper()
+	e.src.CreateTopic(e.t, topic, 4, nil)
+	cl := e.src.Client(e.t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(e.t, cl, topic, 4, n, "first")
+	e.startMirror(topic)
+	e.waitCaughtUp(topic)
+	return cl
+}
+
 // TestStopKeepsTheEpochItFenced: the instance that aligned and fenced a
 // partition sends no InitProducerID when it stops it (every earlier owner
 // already holds an older epoch; the bump would fence only itself), and the
 // stopped destination is identical and writable. An instance that stops
-// partitions it never fenced bumps each one: TestStopWithSourceGone.
+// partitions it never fenced bumps their topic's identity once:
+// TestStopWithSourceGone.
 func TestStopKeepsTheEpochItFenced(t *testing.T) {
 	const parts = 4
 	e := newEnv(t)
-	e.src.CreateTopic(t, "orders", parts, nil)
-	enginetest.Produce(t, e.srcCl, "orders", parts, 40, "before")
-	e.startMirror("orders")
-	e.waitCaughtUp("orders")
+	mirrorTopicOf4(e, "orders", 40)
 	epochs := map[int32]int16{}
 	for _, p := range e.partitions() {
 		epochs[p.Partition] = p.WriterEpoch
@@ -75,11 +86,7 @@ func TestStopKeepsTheEpochItFenced(t *testing.T) {
 func TestANewEpochMovesItsTopicAlong(t *testing.T) {
 	const parts = 4
 	e := newEnv(t)
-	e.src.CreateTopic(t, "moved", parts, nil)
-	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
-	enginetest.Produce(t, cl, "moved", parts, 50, "first")
-	e.startMirror("moved")
-	e.waitCaughtUp("moved")
+	cl := mirrorTopicOf4(e, "moved", 50)
 	epoch := func(p int32) int16 {
 		ps, _ := e.snapshotOf("moved", p)
 		return ps.WriterEpoch
@@ -119,11 +126,7 @@ func TestANewEpochMovesItsTopicAlong(t *testing.T) {
 func TestAnotherOwnersBumpFencesTheWholeTopic(t *testing.T) {
 	const parts = 4
 	e := newEnv(t)
-	e.src.CreateTopic(t, "taken", parts, nil)
-	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
-	enginetest.Produce(t, cl, "taken", parts, 20, "first")
-	e.startMirror("taken")
-	e.waitCaughtUp("taken")
+	cl := mirrorTopicOf4(e, "taken", 20)
 	ctx := context.Background()
 	ends, err := enginetest.Ends(ctx, e.dstCl, "taken")
 	if err != nil {
