@@ -285,7 +285,8 @@ func (c *cluster) endOffsetsAged(ctx context.Context, maxAge time.Duration, topi
 // routes itself (initProducerID). kgo would route them to the transaction
 // coordinator too, but it keeps the coordinator of every transactional id it
 // routed for as long as the client lives (about 220 bytes each), and every
-// mirrored partition has a transactional id of its own (writerID).
+// mirrored topic has a transactional id of its own (writerID), every
+// mirrored transaction another.
 const (
 	// txnCoordinatorType is FindCoordinator's key type of a transactional id.
 	txnCoordinatorType int8 = 1
@@ -304,8 +305,7 @@ var initPIDPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 2 * tim
 // fences any older holder of the id, sending InitProducerID straight to the
 // coordinator. *coord is where the caller keeps txnID's coordinator between
 // calls (-1 when unknown): it is looked up when unknown and after an answer
-// saying it moved, so kgo caches nothing per id and a stop of thousands of
-// partitions sends one request each. A coordinator that moved, is loading,
+// saying it moved, so kgo caches nothing per id. A coordinator that moved, is loading,
 // is not reachable or is still aborting the transaction of an older epoch
 // is looked up and asked again, a few times; any other error (an
 // authorization failure, an invalid timeout) is returned at once. The error

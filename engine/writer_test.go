@@ -166,3 +166,32 @@ func TestAnotherOwnersBumpFencesTheWholeTopic(t *testing.T) {
 		t.Fatalf("destination ends %v after the fence, %v before: appended with a fenced epoch", after, ends)
 	}
 }
+
+// TestTopicStartsWhenItsWriterIDIsSlowToInit: the destination's
+// transaction coordinator answers the topic's InitProducerID with
+// COORDINATOR_LOAD_IN_PROGRESS seven times, more than one bump retries.
+// The partition whose bump gave up aligns again; the topic's partitions
+// all end MIRRORING with one writer epoch among them, and the copy is
+// identical.
+func TestTopicStartsWhenItsWriterIDIsSlowToInit(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "loading", 4, nil)
+	enginetest.Produce(t, e.srcCl, "loading", 4, 30, "first")
+	h := e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, TxnID: "kmirror/a-to-b/loading", Err: kerr.CoordinatorLoadInProgress, Count: 7})
+	e.startMirror("loading")
+	e.waitCaughtUp("loading")
+	if h.Hits() != 7 {
+		t.Fatalf("%d of 7 faults hit", h.Hits())
+	}
+	e.assertIdentical("loading")
+	epochs := map[int16]bool{}
+	for _, ps := range e.partitions() {
+		if ps.State != partition.Mirroring {
+			t.Fatalf("loading/%d is %s: %s", ps.Partition, ps.State, ps.Error)
+		}
+		epochs[ps.WriterEpoch] = true
+	}
+	if len(epochs) != 1 {
+		t.Fatalf("writer epochs %v: the topic's partitions do not share one identity", epochs)
+	}
+}
