@@ -305,9 +305,9 @@ var initPIDPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 2 * tim
 // fences any older holder of the id, sending InitProducerID straight to the
 // coordinator. *coord is where the caller keeps txnID's coordinator between
 // calls (-1 when unknown): it is looked up when unknown and after an answer
-// saying it moved, so kgo caches nothing per id. A coordinator that moved, is loading,
-// is not reachable or is still aborting the transaction of an older epoch
-// is looked up and asked again, a few times; any other error (an
+// saying it moved, so kgo caches nothing per id. A coordinator that moved,
+// is loading, is not reachable or is still aborting the transaction of an
+// older epoch is looked up and asked again, a few times; any other error (an
 // authorization failure, an invalid timeout) is returned at once. The error
 // code of the answer is returned as the error.
 func (c *cluster) initProducerID(ctx context.Context, txnID string, timeoutMs int32, coord *int32) (*kmsg.InitProducerIDResponse, error) {

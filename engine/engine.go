@@ -298,12 +298,12 @@ func (e *Engine) Snapshot() Snapshot {
 		mm.Meta = m.metaStatus()
 		mm.Latency = m.latency()
 		mm.SourceReach = m.srcReach.state()
-		if !mm.SourceReach.Down {
-			// Measured up to 20 s ago, it would read as a live link.
-			mm.SourceRoundTrips = m.roundTrips(time.Now())
-		}
 		if mm.SourceReach.Down {
+			// No round trip: measured up to 20 s ago, it would read as
+			// a live link.
 			outage(mm.Partitions, mm.SourceReach, s.Taken)
+		} else {
+			mm.SourceRoundTrips = m.roundTrips(time.Now())
 		}
 		s.Mirrors = append(s.Mirrors, mm)
 	}

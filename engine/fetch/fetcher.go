@@ -175,8 +175,9 @@ func (f *Fetcher[R]) Run(ctx context.Context) {
 
 // nextJob chooses the job of a connection that is free, whether it is a
 // long-poll, and false when there is nothing to send; busy says which
-// connections are, polls how many of them long-poll. The partitions behind go first, all in one request, but
-// not onto the last free connection while a session request is due:
+// connections are, polls how many of them long-poll. The partitions
+// behind go first, all in one request, but not onto the last free
+// connection while a session request is due:
 // their Fetches can all be slow (a far or loaded broker, large answers),
 // and the idle partitions' new records would wait for them, up to a hung
 // connection's timeout. Then the session request, then the caught-up

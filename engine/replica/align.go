@@ -201,9 +201,7 @@ func (r *Runner) checkSourceEpoch(ctx context.Context, a anchor, srcStart int64)
 // bumped epoch, so any older owner is fenced at the broker, then check that
 // nobody wrote to the destination since alignment.
 func (r *Runner) fence(ctx context.Context) error {
-	// An appended sequence (BaseSequence past 0) may not be the broker's
-	// any more, whatever sent the partition to alignment: a new epoch.
-	if err := r.initWriter(ctx, r.writer.BaseSequence != 0); err != nil {
+	if err := r.initWriter(ctx); err != nil {
 		return err
 	}
 	// The guard goes on before the check: from then on nobody else writes.

@@ -254,19 +254,20 @@ func (r *Runner) stop(ctx context.Context) error {
 	// recorded one, before the first stop attempt took its topic's
 	// identity (a different id after an id per partition, or when the
 	// broker expired it).
-	if r.alignedAt == 0 && r.rarely().stopEarlierWriter == 0 {
-		r.rare.stopEarlierWriter = r.writer.ProducerID
-	}
-	before := int64(0)
-	if r.rare != nil {
-		before = r.rare.stopEarlierWriter
+	var before int64
+	if r.alignedAt == 0 {
+		rare := r.rarely()
+		if rare.stopEarlierWriter == 0 {
+			rare.stopEarlierWriter = r.writer.ProducerID
+		}
+		before = rare.stopEarlierWriter
 	}
 	b := backoff.Backoff{Policy: stopInitPolicy}
 	for !r.fenced {
 		// Only the epoch bump: a foreign write is reported by the next
 		// alignment, and a stop of thousands of partitions must not read
 		// every partition's log end.
-		err := r.initWriter(ctx, false)
+		err := r.initWriter(ctx)
 		if err == nil {
 			break
 		}

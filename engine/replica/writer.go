@@ -48,7 +48,7 @@ func (t *TopicWriter) fence(had batch.Writer, used bool, bump func(coord *int32)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.w.ProducerID != 0 && !t.unsure && !(used && sameWriter(had, t.w)) {
-		return batch.Writer{ProducerID: t.w.ProducerID, ProducerEpoch: t.w.ProducerEpoch}, nil
+		return t.w, nil
 	}
 	coord := t.coord - 1
 	w, err := bump(&coord)
@@ -85,10 +85,12 @@ func writerID(mirror, topic string) string {
 
 // initWriter gives the partition its topic's writer identity (TopicWriter):
 // with a bumped epoch when this instance has not bumped it yet, or when
-// the partition appended with the current one (used).
-func (r *Runner) initWriter(ctx context.Context, used bool) error {
+// the partition appended with the current one (a sequence past 0 may no
+// longer be the broker's, whatever sent the partition to alignment).
+func (r *Runner) initWriter(ctx context.Context) error {
 	txnID := writerID(r.deps.Mirror, r.topic)
-	w, err := r.tc.Writer.fence(r.writer, used && r.fenced, func(coord *int32) (batch.Writer, error) {
+	used := r.fenced && r.writer.BaseSequence != 0
+	w, err := r.tc.Writer.fence(r.writer, used, func(coord *int32) (batch.Writer, error) {
 		timeout, err := r.deps.Dest.WriterTimeout(ctx)
 		if err != nil {
 			return batch.Writer{}, err
