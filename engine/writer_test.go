@@ -195,3 +195,67 @@ func TestTopicStartsWhenItsWriterIDIsSlowToInit(t *testing.T) {
 		t.Fatalf("writer epochs %v: the topic's partitions do not share one identity", epochs)
 	}
 }
+
+// TestTopicWriterThroughPauseRecoverAndRestart: the topic's writer
+// identity through the states a partition goes through. A pause and resume
+// of the topic bump its epoch once for all four partitions (the first to
+// fence had appended; the others take its epoch). A partition FAILED by a
+// refused append and recovered bumps it once more, and its siblings take
+// the new epoch at their next append (the broker refuses their old one).
+// A restarted engine bumps it once on taking the topic again. Every step
+// ends identical, every partition MIRRORING at one epoch.
+func TestTopicWriterThroughPauseRecoverAndRestart(t *testing.T) {
+	e := newEnv(t)
+	cl := mirrorTopicOf4(e, "cycled", 20)
+	ps, _ := e.snapshotOf("cycled", 0)
+	base := ps.WriterEpoch
+	inits := countWriterInits(e.dst, "cycled")
+	ctx := context.Background()
+	control := func(kind engine.CommandKind) {
+		t.Helper()
+		if err := e.eng.Control(ctx, engine.Command{Kind: kind, Mirror: "a-to-b", Topics: []string{"cycled"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled := func(step string, bumps int64) {
+		t.Helper()
+		e.waitCaughtUp("cycled")
+		e.assertIdentical("cycled")
+		for _, ps := range e.partitions() {
+			if ps.State != partition.Mirroring || ps.WriterEpoch != base+int16(bumps) {
+				t.Fatalf("after %s: cycled/%d is %s at writer epoch %d (%s), want MIRRORING at %d", step, ps.Partition, ps.State, ps.WriterEpoch, ps.Error, base+int16(bumps))
+			}
+		}
+		if n := inits.Load(); n != bumps {
+			t.Fatalf("after %s: %d InitProducerID requests for the topic's writer id, want %d", step, n, bumps)
+		}
+	}
+
+	control(engine.CmdPause)
+	e.waitAll(4, partition.Paused)
+	enginetest.Produce(t, cl, "cycled", 4, 20, "while-paused")
+	control(engine.CmdResume)
+	settled("pause and resume", 1)
+
+	h := e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "cycled", Partitions: []int32{0}, Err: kerr.InvalidRecord})
+	enginetest.Produce(t, cl, "cycled", 4, 20, "refused")
+	if ps := e.waitState("cycled", 0, partition.Failed); !strings.Contains(ps.Error, "INVALID_RECORD") {
+		t.Fatalf("cycled/0 FAILED with %q, want the refused append", ps.Error)
+	}
+	if h.Hits() != 1 {
+		t.Fatalf("%d faults hit, want 1", h.Hits())
+	}
+	control(engine.CmdRecover)
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		ps, _ := e.snapshotOf("cycled", 0)
+		return ps.State == partition.Mirroring && ps.WriterEpoch == base+2, fmt.Sprintf("cycled/0 is %s at writer epoch %d", ps.State, ps.WriterEpoch)
+	})
+	enginetest.Produce(t, cl, "cycled", 4, 20, "after-recover")
+	settled("recover", 2)
+
+	e.eng.Close()
+	e.startEngine()
+	e.startMirror("cycled")
+	enginetest.Produce(t, cl, "cycled", 4, 20, "after-restart")
+	settled("restart", 3)
+}
