@@ -310,6 +310,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 		}
 		return compareStrings(a.Topic, b.Topic)
 	})
+	answers := c.askStarting(ctx, refs)
 	for _, ref := range refs {
 		t := c.cat.Topics[ref]
 		def, ok := c.cat.Mirrors[ref.Mirror]
@@ -321,14 +322,14 @@ func (c *coordinator) reconcile(ctx context.Context) {
 			continue
 		}
 		if len(m.runnersOf(ref.Topic)) == 0 {
-			c.startTopic(ctx, m, t)
+			c.startTopic(ctx, m, t, answers[ref.Mirror])
 			continue
 		}
 		// A stopped topic belongs to the destination now: a source
 		// partition added after failover is not mirrored.
 		if m.takeGrown(ref.Topic) && !m.topicStopped(ref.Topic) {
 			before := len(m.runnersOf(ref.Topic))
-			c.startTopic(ctx, m, t)
+			c.startTopic(ctx, m, t, nil)
 			if after := len(m.runnersOf(ref.Topic)); after > before {
 				c.e.emit(LevelInfo, ref.Mirror, ref.Topic, -1, fmt.Sprintf("source topic %s grew to %d partitions: mirroring the new ones", ref.Topic, after))
 			}
@@ -362,8 +363,36 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// startTopic starts the runners of a newly owned topic from their records.
-func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDesired) {
+// askStarting asks the clusters about the owned topics that have no
+// runners yet, together for each mirror (askTopics): taking over a
+// thousand topics costs a few requests, not four a topic.
+func (c *coordinator) askStarting(ctx context.Context, refs []store.TopicRef) map[string]*topicAnswers {
+	starting := map[string][]string{}
+	mirrors := map[string]*mirror{}
+	for _, ref := range refs {
+		def, ok := c.cat.Mirrors[ref.Mirror]
+		if !ok {
+			continue
+		}
+		m, err := c.mirror(ctx, def)
+		if err != nil || len(m.runnersOf(ref.Topic)) > 0 {
+			continue
+		}
+		mirrors[ref.Mirror] = m
+		starting[ref.Mirror] = append(starting[ref.Mirror], ref.Topic)
+	}
+	answers := make(map[string]*topicAnswers, len(starting))
+	for name, topics := range starting {
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		answers[name] = mirrors[name].askTopics(actx, topics)
+		cancel()
+	}
+	return answers
+}
+
+// startTopic starts the runners of a newly owned topic from their records;
+// ans, if not nil, holds what the clusters said about it (askStarting).
+func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDesired, ans *topicAnswers) {
 	recs := c.cat.PartitionsOf(t.Mirror, t.Topic)
 	setup := func(p int32) runnerInit {
 		pref := store.PartitionRef{Mirror: t.Mirror, Topic: t.Topic, Partition: p}
@@ -406,7 +435,7 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := m.addTopic(sctx, t.Topic, setup, c.sink, known); err != nil {
+	if err := m.addTopic(sctx, t.Topic, setup, c.sink, known, ans); err != nil {
 		c.e.emit(LevelError, t.Mirror, t.Topic, -1, err.Error())
 	}
 }

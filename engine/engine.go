@@ -183,11 +183,13 @@ func (e *Engine) StartMirror(ctx context.Context, cfg MirrorConfig) error {
 	}
 	topics := slices.Clone(cfg.Topics)
 	slices.Sort(topics)
-	for _, t := range slices.Compact(topics) {
+	topics = slices.Compact(topics)
+	ans := m.askTopics(ctx, topics)
+	for _, t := range topics {
 		start := func(int32) runnerInit {
 			return runnerInit{Status: partition.Status{Config: cfg.retryConfig()}, Events: []partition.Event{partition.Start{}}, LastOffset: -1, LastEpoch: -1}
 		}
-		if err := m.addTopic(ctx, t, start, nil, nil); err != nil {
+		if err := m.addTopic(ctx, t, start, nil, nil, ans); err != nil {
 			return err
 		}
 	}

@@ -328,7 +328,7 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 		}
 		// addTopic grows the destination topic (ensureTopics) and starts
 		// runners only for the partitions that have none.
-		if err := m.addTopic(ctx, t, m.adHocSetup, nil, nil); err != nil {
+		if err := m.addTopic(ctx, t, m.adHocSetup, nil, nil, nil); err != nil {
 			errs = append(errs, fmt.Errorf("grow %s: %w", t, err))
 			continue
 		}
@@ -338,7 +338,7 @@ func (m *mirror) syncTopics(ctx context.Context, meta clusterMeta) (int, error) 
 	if inc := m.settings().metaSync.Include; inc != nil {
 		known := slices.Concat(mirrored, m.cfg.Topics, deleted)
 		for _, t := range matchNewTopics(meta, inc, m.settings().metaSync.topicsExclude, known) {
-			if err := m.addTopic(ctx, t, m.adHocSetup, nil, nil); err != nil {
+			if err := m.addTopic(ctx, t, m.adHocSetup, nil, nil, nil); err != nil {
 				errs = append(errs, fmt.Errorf("start discovered topic %s: %w", t, err))
 				continue
 			}

@@ -218,8 +218,10 @@ type partitionSetup func(p int32) runnerInit
 // addTopic creates the destination topic if needed and starts a runner for
 // every source partition of topic that has none yet. When the source cannot
 // be reached and known lists the topic's partitions (from their records),
-// runners start for those: stopping needs only the destination.
-func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetup, persist *stateSink, known []int32) error {
+// runners start for those: stopping needs only the destination. ans, if
+// not nil, is what the clusters said about the topics of this start, asked
+// together (askTopics).
+func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetup, persist *stateSink, known []int32, ans *topicAnswers) error {
 	var parts []int32
 	var err error
 	if rec, ok := m.rebuildRecord(topic); ok && rec.Step == store.RebuildDeleted {
@@ -231,7 +233,7 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 			parts = append(parts, p)
 		}
 	} else {
-		parts, err = m.sourcePartitions(ctx, topic)
+		parts, err = m.sourcePartitions(ctx, topic, ans)
 	}
 	if err != nil && (errors.Is(err, errTopicStopped) || m.topicStopped(topic)) {
 		// A failed-over topic is the destination's: its runners only
@@ -284,9 +286,14 @@ func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetu
 }
 
 // sourcePartitions checks the source topic, creates or corrects the
-// destination topic and returns the partitions to mirror.
-func (m *mirror) sourcePartitions(ctx context.Context, topic string) ([]int32, error) {
-	meta, tm, err := m.topicMetadata(ctx, m.src, "source topic", topic)
+// destination topic and returns the partitions to mirror. ans, if not nil,
+// holds what the clusters already said about it (askTopics).
+func (m *mirror) sourcePartitions(ctx context.Context, topic string, ans *topicAnswers) ([]int32, error) {
+	meta, err := ans.sourceMeta(ctx, m.src, topic)
+	if err != nil {
+		return nil, err
+	}
+	tm, err := m.topicOf(meta, "source topic", topic)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +310,7 @@ func (m *mirror) sourcePartitions(ctx context.Context, topic string) ([]int32, e
 	if m.recreatedIn(meta, topic) {
 		return nil, &PartitionError{Topic: topic, Partition: -1, Err: recreatedError(topic, m.sourceTopicID(topic), tm.id)}
 	}
-	if err := m.e.ensureTopics(ctx, m.src, meta, []string{topic}); err != nil {
+	if err := m.e.ensureTopics(ctx, m.src, meta, []string{topic}, ans); err != nil {
 		return nil, fmt.Errorf("mirror %s: %w", m.cfg.Name, err)
 	}
 	return partitionNumbers(tm), nil
@@ -315,30 +322,30 @@ var errTopicStopped = errors.New("topic is stopped (failed over)")
 
 // destPartitions returns the partitions of the destination topic.
 func (m *mirror) destPartitions(ctx context.Context, topic string) ([]int32, error) {
-	_, tm, err := m.topicMetadata(ctx, m.e.dst, "stopped destination topic", topic)
+	meta, err := m.e.dst.metadata(ctx, []string{topic})
+	if err != nil {
+		return nil, err
+	}
+	tm, err := m.topicOf(meta, "stopped destination topic", topic)
 	if err != nil {
 		return nil, err
 	}
 	return partitionNumbers(tm), nil
 }
 
-// topicMetadata asks c for one topic. A topic c does not know, or answers
+// topicOf is topic in meta. A topic the cluster does not know, or answered
 // with an error for, is that error, naming the mirror and what (the role
 // of the topic) and topic.
-func (m *mirror) topicMetadata(ctx context.Context, c *cluster, what, topic string) (clusterMeta, topicMeta, error) {
-	meta, err := c.metadata(ctx, []string{topic})
-	if err != nil {
-		return clusterMeta{}, topicMeta{}, err
-	}
+func (m *mirror) topicOf(meta clusterMeta, what, topic string) (topicMeta, error) {
 	tm, ok := meta.topics[topic]
 	if !ok || tm.err != nil {
 		var err error = kerr.UnknownTopicOrPartition
 		if ok {
 			err = tm.err
 		}
-		return clusterMeta{}, topicMeta{}, fmt.Errorf("mirror %s: %s %s: %w", m.cfg.Name, what, topic, err)
+		return topicMeta{}, fmt.Errorf("mirror %s: %s %s: %w", m.cfg.Name, what, topic, err)
 	}
-	return meta, tm, nil
+	return tm, nil
 }
 
 // partitionNumbers is 0 to the topic's partition count - 1.
@@ -588,19 +595,14 @@ func sourceListed(rs []*runner) []string {
 
 // ensureTopics creates missing destination topics with the source's
 // partition count and the settings byte-for-byte mirroring needs, and
-// corrects those settings on existing topics.
-func (e *Engine) ensureTopics(ctx context.Context, src *cluster, meta clusterMeta, topics []string) error {
-	srcCfgs, err := src.adm.DescribeTopicConfigs(ctx, topics...)
+// corrects those settings on existing topics that lack them. ans, if not
+// nil, holds what the clusters already said about topics (askTopics).
+func (e *Engine) ensureTopics(ctx context.Context, src *cluster, meta clusterMeta, topics []string, ans *topicAnswers) error {
+	srcCfgs, err := ans.sourceConfigs(ctx, src, topics)
 	if err != nil {
 		return fmt.Errorf("describe source topic configs: %w", err)
 	}
-	return e.ensureTopicsWith(ctx, srcCfgs, meta, topics)
-}
-
-// ensureTopicsWith is ensureTopics with the source's answers already in
-// hand (a rebuild fetches them before it deletes anything).
-func (e *Engine) ensureTopicsWith(ctx context.Context, srcCfgs kadm.ResourceConfigs, meta clusterMeta, topics []string) error {
-	dstMeta, err := e.dst.metadata(ctx, topics)
+	dstMeta, err := ans.destMeta(ctx, e.dst, topics)
 	if err != nil {
 		return err
 	}
@@ -614,11 +616,24 @@ func (e *Engine) ensureTopicsWith(ctx context.Context, srcCfgs kadm.ResourceConf
 			if err == nil {
 				err = resp.Err
 			}
-			if err != nil {
+			if err == nil {
+				e.emit(LevelInfo, "", t, -1, fmt.Sprintf("created destination topic %s with %d partitions", t, parts))
+				continue
+			}
+			if !errors.Is(err, kerr.TopicAlreadyExists) {
 				return fmt.Errorf("create destination topic %s: %w", t, err)
 			}
-			e.emit(LevelInfo, "", t, -1, fmt.Sprintf("created destination topic %s with %d partitions", t, parts))
-			continue
+			// Created since the destination answered (by someone
+			// else, or while a start of many topics reached this
+			// one): corrected like any existing topic.
+			now, err := e.dst.metadata(ctx, []string{t})
+			if err != nil {
+				return err
+			}
+			var ok bool
+			if dt, ok = now.topics[t]; !ok || dt.err != nil {
+				return fmt.Errorf("destination topic %s: %w", t, cmp.Or(dt.err, error(kerr.UnknownTopicOrPartition)))
+			}
 		}
 		if len(dt.partitions) < parts {
 			resp, err := e.dst.adm.UpdatePartitions(ctx, parts, t)
@@ -629,8 +644,11 @@ func (e *Engine) ensureTopicsWith(ctx context.Context, srcCfgs kadm.ResourceConf
 				return fmt.Errorf("grow destination topic %s to %d partitions: %w", t, parts, err)
 			}
 		}
-		alter := make([]kadm.AlterConfig, 0, 2)
-		for _, k := range []string{"compression.type", "message.timestamp.type"} {
+		if ans.destConfigured(t, want, mirroredConfigs) {
+			continue
+		}
+		alter := make([]kadm.AlterConfig, 0, len(mirroredConfigs))
+		for _, k := range mirroredConfigs {
 			alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: want[k]})
 		}
 		resp, err := e.dst.adm.AlterTopicConfigs(ctx, alter, t)
@@ -645,6 +663,10 @@ func (e *Engine) ensureTopicsWith(ctx context.Context, srcCfgs kadm.ResourceConf
 	}
 	return nil
 }
+
+// mirroredConfigs are the destination topic configs byte-for-byte
+// mirroring needs, set on a topic that exists already.
+var mirroredConfigs = []string{"compression.type", "message.timestamp.type"}
 
 // topicCreateConfigs are the configs a destination topic is created with:
 // those byte-for-byte mirroring needs, and the source's size limit and

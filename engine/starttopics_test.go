@@ -1,0 +1,185 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/engine"
+	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/props"
+	"github.com/kmirror/kmirror/engine/store"
+)
+
+// requestTopics records the topics named in each request of one key a
+// cluster receives (DescribeConfigs, IncrementalAlterConfigs).
+type requestTopics struct {
+	mu   sync.Mutex
+	reqs [][]string
+}
+
+func watchTopicRequests(c *enginetest.Cluster, key kmsg.Key) *requestTopics {
+	rt := &requestTopics{}
+	c.ControlKey(int16(key), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		var names []string
+		switch req := kreq.(type) {
+		case *kmsg.DescribeConfigsRequest:
+			for _, r := range req.Resources {
+				if r.ResourceType == kmsg.ConfigResourceTypeTopic {
+					names = append(names, r.ResourceName)
+				}
+			}
+		case *kmsg.IncrementalAlterConfigsRequest:
+			for _, r := range req.Resources {
+				if r.ResourceType == kmsg.ConfigResourceTypeTopic {
+					names = append(names, r.ResourceName)
+				}
+			}
+		}
+		slices.Sort(names)
+		rt.mu.Lock()
+		rt.reqs = append(rt.reqs, names)
+		rt.mu.Unlock()
+		return nil, nil, false
+	})
+	return rt
+}
+
+func (rt *requestTopics) get() [][]string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.reqs)
+}
+
+// TestStartAsksAboutItsTopicsTogether: a mirror started on six topics asks
+// the source for their configs in one request, not one a topic, and
+// corrects on the destination only the topic whose mirroring configs are
+// wrong: one created already right is left alone, missing ones are
+// created right. Every topic is mirrored identically.
+func TestStartAsksAboutItsTopicsTogether(t *testing.T) {
+	e := newEnv(t)
+	topics := []string{"s1", "s2", "s3", "s4", "s5", "s6"}
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	for _, tp := range topics {
+		e.src.CreateTopic(t, tp, 2, nil)
+		enginetest.Produce(t, cl, tp, 2, 5, "first")
+	}
+	e.dst.CreateTopic(t, "s2", 2, map[string]*string{"compression.type": kadm.StringPtr("gzip")})
+	e.dst.CreateTopic(t, "s3", 2, map[string]*string{"compression.type": kadm.StringPtr("producer"), "message.timestamp.type": kadm.StringPtr("CreateTime")})
+	described := watchTopicRequests(e.src, kmsg.DescribeConfigs)
+	altered := watchTopicRequests(e.dst, kmsg.IncrementalAlterConfigs)
+
+	e.startMirror(topics...)
+	e.waitCaughtUp(topics...)
+	e.assertIdentical(topics...)
+
+	if got := described.get(); len(got) != 1 || !slices.Equal(got[0], topics) {
+		t.Errorf("source DescribeConfigs requests named %v, want one naming %v", got, topics)
+	}
+	if got := altered.get(); len(got) != 1 || !slices.Equal(got[0], []string{"s2"}) {
+		t.Errorf("destination IncrementalAlterConfigs requests named %v, want one naming [s2]", got)
+	}
+	for _, tp := range topics {
+		for k, want := range map[string]string{"compression.type": "producer", "message.timestamp.type": "CreateTime"} {
+			if v, _ := topicConfig(t, e.dstCl, tp, k); v != want {
+				t.Errorf("destination %s %s = %q, want %q", tp, k, v, want)
+			}
+		}
+	}
+}
+
+// TestStartOfManyTopicsReportsEachTopicsError: among topics started
+// together, one the source does not have fails the start with its own
+// error, naming it, as a start of it alone does.
+func TestStartOfManyTopicsReportsEachTopicsError(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "here", 1, nil)
+	err := e.eng.StartMirror(context.Background(), engine.MirrorConfig{Name: "a-to-b", SourceBootstrap: e.src.Addrs(), Topics: []string{"here", "missing"}})
+	if err == nil || !strings.Contains(err.Error(), "source topic missing") || !strings.Contains(err.Error(), "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("StartMirror of a missing topic among two: %v, want the missing topic's error", err)
+	}
+}
+
+// TestInstanceAsksAboutItsTopicsTogether: an instance that comes to own
+// four topics asks the source for their configs in one request, and
+// mirrors all of them. The topics share a shard of the instances' state:
+// an instance starts the topics of each shard as it has read it, so
+// topics of several shards may be asked about in several requests.
+func TestInstanceAsksAboutItsTopicsTogether(t *testing.T) {
+	src, dst := enginetest.Pair(t)
+	e := envOn(t, src, dst)
+	ctx := context.Background()
+	adm, err := engine.NewAdmin(ctx, dst.Addrs(), nil, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(adm.Close)
+	var topics []string
+	for i := 0; len(topics) < 4; i++ {
+		if tp := fmt.Sprintf("i%d", i); store.TopicShard("a-to-b", tp) == store.TopicShard("a-to-b", "i0") {
+			topics = append(topics, tp)
+		}
+	}
+	slices.Sort(topics)
+	for _, tp := range topics {
+		src.CreateTopic(t, tp, 2, nil)
+	}
+	cfg := map[string]string{"bootstrap.servers": strings.Join(src.Addrs(), ",")}
+	if _, err := adm.CreateMirror(ctx, "a-to-b", props.FromMap(maps.Clone(cfg)), false); err != nil {
+		t.Fatal(err)
+	}
+	sel, err := engine.ParseTopics(strings.Join(topics, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
+		t.Fatal(err)
+	}
+	described := watchTopicRequests(src, kmsg.DescribeConfigs)
+	e.eng = e.joinInstance("one")
+	e.waitAll(len(topics)*2, partition.Mirroring)
+	if got := described.get(); len(got) != 1 || !slices.Equal(got[0], topics) {
+		t.Errorf("source DescribeConfigs requests named %v, want one naming %v", got, topics)
+	}
+}
+
+// TestStartCorrectsATopicCreatedAfterItsAnswer: a destination topic
+// created by someone else after the destination answered a start of
+// several topics (here while it answers the start's DescribeConfigs), with
+// the wrong compression, is taken as existing when its creation is
+// refused: its mirroring configs are set and it is mirrored identically.
+func TestStartCorrectsATopicCreatedAfterItsAnswer(t *testing.T) {
+	e := newEnv(t)
+	topics := []string{"early", "late"}
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	for _, tp := range topics {
+		e.src.CreateTopic(t, tp, 2, nil)
+		enginetest.Produce(t, cl, tp, 2, 5, "first")
+	}
+	var once sync.Once
+	e.dst.ControlKey(int16(kmsg.DescribeConfigs), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.dst.KeepControl()
+		once.Do(func() {
+			e.dst.SleepControl(func() {
+				e.dst.CreateTopic(t, "late", 2, map[string]*string{"compression.type": kadm.StringPtr("gzip")})
+			})
+		})
+		return nil, nil, false
+	})
+	e.startMirror(topics...)
+	e.waitCaughtUp(topics...)
+	e.assertIdentical(topics...)
+	if v, _ := topicConfig(t, e.dstCl, "late", "compression.type"); v != "producer" {
+		t.Errorf("destination late compression.type = %q, want producer", v)
+	}
+}
