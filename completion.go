@@ -20,7 +20,7 @@ var modeFlags = map[string][]string{
 	"demo":    {"--headless", "--no-drill", "--drill-script", "--scenario", "--link-rtt", "--link-bandwidth", "--report", "--step-timeout", "--theme", "--ascii", "--log-file", "--log-level", "--log-format"},
 	"sandbox": {"--log-level", "--log-format"},
 	"bench": {"--size", "--partitions", "--codec", "--repeats", "--quick", "--json", "--brokers", "--profile", "--profile-copy", "--max-inflight",
-		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale", "--scale-timeout",
+		"--num-fetchers", "--fetch-max-wait", "--partition-fetch-bytes", "--scale-topic-partitions", "--scale", "--scale-across-link", "--scale-timeout",
 		"--rtt", "--bandwidth", "--produce-latency", "--measure", "--phases",
 		"--log-level", "--log-format"},
 }

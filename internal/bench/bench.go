@@ -73,6 +73,7 @@ type options struct {
 
 	scale        []int         // partition counts for the idle heap and stop measures
 	scaleTopic   int           // partitions per topic at scale
+	scaleLink    bool          // the idle partitions' source is behind the WAN link (--scale-across-link)
 	lagDuration  time.Duration // measured part of the lag run
 	lagWarmup    time.Duration
 	settle       time.Duration // idle time before the heap is read
@@ -144,6 +145,7 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	fs.DurationVar(&o.fetchMaxWait, "fetch-max-wait", 0, "engine fetch long-poll time (0: engine default)")
 	fetchBytes := fs.String("partition-fetch-bytes", "0", "engine bytes per partition per fetch (0: engine default)")
 	scaleTopic := fs.Int("scale-topic-partitions", o.scaleTopic, "partitions per topic in the 1k/10k-partition measures")
+	fs.BoolVar(&o.scaleLink, "scale-across-link", false, "measure the idle partition counts with the source behind the WAN link (--rtt, --bandwidth): a start's round trips to a far source")
 	fs.DurationVar(&o.scaleTimeout, "scale-timeout", o.scaleTimeout, "bound of the start and of the stop of each idle partition count")
 	scale := fs.String("scale", "", "idle partition counts to measure, comma-separated (default 1000,10000,100000; 1000,10000 with --quick)")
 	fs.DurationVar(&o.rtt, "rtt", o.rtt, "round trip added to the source in the WAN phases (0: no such phases unless --bandwidth)")
@@ -228,6 +230,9 @@ func parseArgs(args []string, stdout io.Writer) (options, error) {
 	}
 	if o.rtt < 0 || o.produceLatency < 0 {
 		return o, fmt.Errorf("--rtt and --produce-latency must not be negative, got %s and %s", o.rtt, o.produceLatency)
+	}
+	if o.scaleLink && !o.wan() {
+		return o, errors.New("--scale-across-link needs a link: --rtt or --bandwidth above 0")
 	}
 	if o.scaleTimeout <= 0 {
 		return o, fmt.Errorf("--scale-timeout must be positive, got %s", o.scaleTimeout)

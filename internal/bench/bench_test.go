@@ -174,6 +174,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--scale", "0"},
 		{"--scale", "1000,x"},
 		{"--rtt", "-1s"},
+		{"--scale-across-link", "--rtt", "0"},
 		{"--produce-latency", "soon"},
 		{"--bandwidth", "fast"},
 		{"--measure", "lag"},

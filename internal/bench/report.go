@@ -115,6 +115,9 @@ type configReport struct {
 	RTTMs            float64 `json:"rtt_ms"`
 	BandwidthBPerS   int64   `json:"bandwidth_bytes_per_s"`
 	ProduceLatencyMs float64 `json:"produce_latency_ms"`
+	// The idle partition counts were measured with the source behind
+	// the WAN link.
+	ScaleAcrossLink bool `json:"scale_across_link,omitempty"`
 	// Load averages of the machine when the run began and ended (Linux
 	// only, empty elsewhere): other work on a shared machine shows here.
 	LoadAvgStart string `json:"load_avg_start,omitempty"`
@@ -195,7 +198,8 @@ func (b *bench) newReport(samples map[string][]sample) *report {
 	r := &report{
 		Config: configReport{SizeBytes: o.size, Partitions: o.partitions, Codec: o.codec, Repeats: o.repeats, Quick: o.quick,
 			Brokers: o.brokers, MaxInFlight: o.maxInFlight, NumFetchers: o.numFetchers, CPUs: runtime.NumCPU(),
-			RTTMs: ms(o.rtt), BandwidthBPerS: o.bandwidth, ProduceLatencyMs: ms(o.produceLatency)},
+			RTTMs: ms(o.rtt), BandwidthBPerS: o.bandwidth, ProduceLatencyMs: ms(o.produceLatency),
+			ScaleAcrossLink: o.scaleLink},
 		Data: dataReport{Records: b.data.records, RecordBytes: b.data.recordBytes, WireBytes: wire, Batches: b.data.batches,
 			CompressionRatio: ratio(float64(b.data.recordBytes), float64(wire)), ProduceS: b.data.produceTime.Seconds()},
 		Phases: map[string]phaseReport{},
@@ -418,6 +422,9 @@ func writeTable(w io.Writer, r *report) error {
 	}
 	if len(r.Scale) > 0 {
 		sb.WriteString("\n")
+		if r.Config.ScaleAcrossLink {
+			fmt.Fprintf(&sb, "idle partitions with the source across the link (%.0f ms round trip):\n", r.Config.RTTMs)
+		}
 		tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "idle partitions\ttopics\tstart s\t(CPU-s: engine, source, destination)\theap B/partition\tstack B/partition\tgoroutines\tidle CPU %\t(source brokers)\tstop s\t(CPU-s: engine, destination)\t")
 		for _, p := range r.Scale {

@@ -113,8 +113,12 @@ func (b *bench) runScaleChild(ctx context.Context, n, topicSize int, last bool) 
 		return scalePoint{}, fmt.Errorf("find own executable: %w", err)
 	}
 	o := b.opts
+	source := b.src.addrs
+	if o.scaleLink {
+		source = b.srcWAN
+	}
 	args := []string{
-		"--source", strings.Join(b.src.addrs, ","), "--destination", strings.Join(b.dst.addrs, ","),
+		"--source", strings.Join(source, ","), "--destination", strings.Join(b.dst.addrs, ","),
 		"--partitions", strconv.Itoa(n), "--topic-size", strconv.Itoa(topicSize), "--topic-prefix", b.data.topic,
 		"--settle", o.settle.String(), "--timeout", o.scaleTimeout.String(), "--profile", o.profileDir,
 		"--max-inflight", strconv.Itoa(o.maxInFlight), "--num-fetchers", strconv.Itoa(o.numFetchers),
