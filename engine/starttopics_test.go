@@ -183,3 +183,52 @@ func TestStartCorrectsATopicCreatedAfterItsAnswer(t *testing.T) {
 		t.Errorf("destination late compression.type = %q, want producer", v)
 	}
 }
+
+// TestTakeoverOfTopicsWithSourceGone: an instance that comes to own two
+// topics (of one shard) while the source is unreachable starts both from
+// their records (the start's shared answer is the source's error, for
+// each), and a stop fails both over, each partition STOPPED at the
+// destination's end.
+func TestTakeoverOfTopicsWithSourceGone(t *testing.T) {
+	ctx := context.Background()
+	e, adm, n := newReachEnv(t, "orders", 2)
+	second := ""
+	for i := 0; second == ""; i++ {
+		if tp := fmt.Sprintf("orders%d", i); store.TopicShard("a-to-b", tp) == store.TopicShard("a-to-b", "orders") {
+			second = tp
+		}
+	}
+	e.src.CreateTopic(t, second, 2, nil)
+	sel, err := engine.ParseTopics(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
+		t.Fatal(err)
+	}
+	topics := []string{"orders", second}
+	ends := map[string][]int64{}
+	for _, tp := range topics {
+		enginetest.Produce(t, e.srcCl, tp, 2, 20, "before")
+	}
+	e.waitCaughtUp(topics...)
+	for _, tp := range topics {
+		waitCheckpointed(t, e, adm, tp, 2)
+		if ends[tp], err = enginetest.Ends(ctx, e.dstCl, tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.Down("")
+	e.eng.Close()
+	e.eng = e.joinInstance("two")
+	if _, err := adm.Control(ctx, engine.CmdStop, "a-to-b", nil, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range topics {
+		for p, rec := range waitPersisted(t, adm, tp, 2, partition.Stopped, "two") {
+			if rec.LastOffset != ends[tp][p]-1 {
+				t.Errorf("%s/%d STOPPED with last mirrored offset %d, destination end %d", tp, p, rec.LastOffset, ends[tp][p])
+			}
+		}
+	}
+}
