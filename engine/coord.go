@@ -383,9 +383,7 @@ func (c *coordinator) askStarting(ctx context.Context, refs []store.TopicRef) ma
 	}
 	answers := make(map[string]*topicAnswers, len(starting))
 	for name, topics := range starting {
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		answers[name] = mirrors[name].askTopics(actx, topics)
-		cancel()
+		answers[name] = mirrors[name].askTopics(ctx, topics)
 	}
 	return answers
 }

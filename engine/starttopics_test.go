@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine"
@@ -63,9 +64,11 @@ func (rt *requestTopics) get() [][]string {
 
 // TestStartAsksAboutItsTopicsTogether: a mirror started on six topics asks
 // the source for their configs in one request, not one a topic, and
-// corrects on the destination only the topic whose mirroring configs are
-// wrong: one created already right is left alone, missing ones are
-// created right. Every topic is mirrored identically.
+// corrects on the destination only the topics whose mirroring configs are
+// not set on the topic: the one set wrong, and the one that has the right
+// values only as the broker's defaults (a later change of the default
+// would change it); one created with them set is left alone, missing ones
+// are created with them. Every topic is mirrored identically.
 func TestStartAsksAboutItsTopicsTogether(t *testing.T) {
 	e := newEnv(t)
 	topics := []string{"s1", "s2", "s3", "s4", "s5", "s6"}
@@ -76,6 +79,7 @@ func TestStartAsksAboutItsTopicsTogether(t *testing.T) {
 	}
 	e.dst.CreateTopic(t, "s2", 2, map[string]*string{"compression.type": kadm.StringPtr("gzip")})
 	e.dst.CreateTopic(t, "s3", 2, map[string]*string{"compression.type": kadm.StringPtr("producer"), "message.timestamp.type": kadm.StringPtr("CreateTime")})
+	e.dst.CreateTopic(t, "s4", 2, nil)
 	described := watchTopicRequests(e.src, kmsg.DescribeConfigs)
 	altered := watchTopicRequests(e.dst, kmsg.IncrementalAlterConfigs)
 
@@ -86,13 +90,13 @@ func TestStartAsksAboutItsTopicsTogether(t *testing.T) {
 	if got := described.get(); len(got) != 1 || !slices.Equal(got[0], topics) {
 		t.Errorf("source DescribeConfigs requests named %v, want one naming %v", got, topics)
 	}
-	if got := altered.get(); len(got) != 1 || !slices.Equal(got[0], []string{"s2"}) {
-		t.Errorf("destination IncrementalAlterConfigs requests named %v, want one naming [s2]", got)
+	if got := altered.get(); !slices.EqualFunc(got, [][]string{{"s2"}, {"s4"}}, slices.Equal) {
+		t.Errorf("destination IncrementalAlterConfigs requests named %v, want [[s2] [s4]]", got)
 	}
 	for _, tp := range topics {
 		for k, want := range map[string]string{"compression.type": "producer", "message.timestamp.type": "CreateTime"} {
-			if v, _ := topicConfig(t, e.dstCl, tp, k); v != want {
-				t.Errorf("destination %s %s = %q, want %q", tp, k, v, want)
+			if v, set := topicConfig(t, e.dstCl, tp, k); v != want || !set {
+				t.Errorf("destination %s %s = %q (set on the topic: %v), want %q set on the topic", tp, k, v, set, want)
 			}
 		}
 	}
@@ -230,5 +234,45 @@ func TestTakeoverOfTopicsWithSourceGone(t *testing.T) {
 				t.Errorf("%s/%d STOPPED with last mirrored offset %d, destination end %d", tp, p, rec.LastOffset, ends[tp][p])
 			}
 		}
+	}
+}
+
+// TestStartAsksAloneWhatTheSharedAnswerLacks: one topic the source denies
+// fails a DescribeConfigs of many topics as a whole (kadm makes one
+// topic's authorization error the request's). The start then asks for
+// each topic's configs alone, as it did before it asked them together, and
+// every topic the source lets it read starts.
+func TestStartAsksAloneWhatTheSharedAnswerLacks(t *testing.T) {
+	e := newEnv(t)
+	topics := []string{"a1", "a2", "a3"}
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	for _, tp := range topics {
+		e.src.CreateTopic(t, tp, 1, nil)
+		enginetest.Produce(t, cl, tp, 1, 5, "first")
+	}
+	described := watchTopicRequests(e.src, kmsg.DescribeConfigs)
+	e.src.ControlKey(int16(kmsg.DescribeConfigs), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		e.src.KeepControl()
+		req := kreq.(*kmsg.DescribeConfigsRequest)
+		if len(req.Resources) < 2 {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			if r.ResourceName == "a2" {
+				rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	e.startMirror(topics...)
+	e.waitCaughtUp(topics...)
+	e.assertIdentical(topics...)
+	want := [][]string{topics, {"a1"}, {"a2"}, {"a3"}}
+	if got := described.get(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("source DescribeConfigs requests named %v, want %v", got, want)
 	}
 }

@@ -2,75 +2,138 @@ package engine
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // topicAnswers is what the source and the destination said about the
 // topics of one start, asked for all of them at once (askTopics). A start
 // that asked one topic at a time made four round trips a topic, in turn:
 // on loopback the last of a thousand topics got its runners after twelve
-// seconds, and across a 50 ms link after 105. A request that failed keeps
-// its error, which each topic then reports as its own ask would have.
+// seconds, and across a 50 ms link after 105.
+//
+// Only the source's Metadata answer is shared when it failed: the source
+// is down or another cluster, and every topic gets that error at once
+// instead of a timeout each. A failed DescribeConfigs (one topic's
+// authorization error fails the whole request) or destination Metadata,
+// and a topic missing from an answer, are asked again for the topic
+// alone, so each topic gets its own verdict as before.
 type topicAnswers struct {
-	src, dst             clusterMeta
-	srcErr, dstErr       error
-	srcCfgs, dstCfgs     kadm.ResourceConfigs
-	srcCfgErr, dstCfgErr error
+	src, dst         clusterMeta
+	srcErr, dstErr   error
+	srcCfgs, dstCfgs kadm.ResourceConfigs // nil: the request failed
 }
 
-// askTopics asks both clusters about topics, one request of each kind;
-// nil for fewer than two topics, which addTopic asks about itself.
+// askTimeout bounds each cluster's questions of one askTopics.
+const askTimeout = 30 * time.Second
+
+// askChunk is the most topics one request asks about: with synonyms, a
+// real broker's DescribeConfigs answer is a few KB a topic.
+const askChunk = 500
+
+// askTopics asks both clusters about topics, each cluster under its own
+// askTimeout, the two at the same time; nil for fewer than two topics,
+// which addTopic asks about itself.
 func (m *mirror) askTopics(ctx context.Context, topics []string) *topicAnswers {
 	if len(topics) < 2 {
 		return nil
 	}
 	var a topicAnswers
-	a.src, a.srcErr = m.src.metadata(ctx, topics)
-	a.srcCfgs, a.srcCfgErr = m.src.adm.DescribeTopicConfigs(ctx, topics...)
-	a.dst, a.dstErr = m.e.dst.metadata(ctx, topics)
-	a.dstCfgs, a.dstCfgErr = m.e.dst.adm.DescribeTopicConfigs(ctx, topics...)
+	var wg sync.WaitGroup
+	wg.Go(func() { a.src, a.srcCfgs, a.srcErr = ask(ctx, m.src, topics) })
+	wg.Go(func() { a.dst, a.dstCfgs, a.dstErr = ask(ctx, m.e.dst, topics) })
+	wg.Wait()
 	return &a
 }
 
-// sourceMeta is the source's metadata of topic: from the answers when
-// they hold it, else asked now.
-func (a *topicAnswers) sourceMeta(ctx context.Context, src *cluster, topic string) (clusterMeta, error) {
-	if a == nil {
-		return src.metadata(ctx, []string{topic})
+// ask asks c for the Metadata and the configs of topics, askChunk topics
+// a request; the error is the Metadata request's. Configs that could not
+// all be had are nil.
+func ask(ctx context.Context, c *cluster, topics []string) (clusterMeta, kadm.ResourceConfigs, error) {
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	var meta clusterMeta
+	for chunk := range chunks(topics, askChunk) {
+		m, err := c.metadata(ctx, chunk)
+		if err != nil {
+			return clusterMeta{}, nil, err
+		}
+		if meta.topics == nil {
+			meta = m
+			continue
+		}
+		for t, tm := range m.topics {
+			meta.topics[t] = tm
+		}
 	}
-	if _, ok := a.src.topics[topic]; ok || a.srcErr != nil {
-		return a.src, a.srcErr
+	var cfgs kadm.ResourceConfigs
+	for chunk := range chunks(topics, askChunk) {
+		rcs, err := c.adm.DescribeTopicConfigs(ctx, chunk...)
+		if err != nil {
+			return meta, nil, nil // asked again per topic (sourceConfigs), or altered (destConfigured)
+		}
+		cfgs = append(cfgs, rcs...)
+	}
+	return meta, cfgs, nil
+}
+
+// chunks yields s in slices of at most n.
+func chunks(s []string, n int) func(yield func([]string) bool) {
+	return func(yield func([]string) bool) {
+		for len(s) > 0 {
+			k := min(n, len(s))
+			if !yield(s[:k]) {
+				return
+			}
+			s = s[k:]
+		}
+	}
+}
+
+// sourceMeta is the source's metadata of topic: from the answers when
+// they hold it (or the source failed them), else asked now.
+func (a *topicAnswers) sourceMeta(ctx context.Context, src *cluster, topic string) (clusterMeta, error) {
+	if a != nil {
+		if _, ok := a.src.topics[topic]; ok || a.srcErr != nil {
+			return a.src, a.srcErr
+		}
 	}
 	return src.metadata(ctx, []string{topic})
 }
 
-// sourceConfigs are the source's configs of topics.
+// sourceConfigs are the source's configs of topics: from the answers when
+// they hold every one, else asked now.
 func (a *topicAnswers) sourceConfigs(ctx context.Context, src *cluster, topics []string) (kadm.ResourceConfigs, error) {
-	if a == nil || (a.srcCfgErr == nil && !holdsConfigs(a.srcCfgs, topics)) {
-		return src.adm.DescribeTopicConfigs(ctx, topics...)
+	if a != nil && holdsConfigs(a.srcCfgs, topics) {
+		return a.srcCfgs, nil
 	}
-	return a.srcCfgs, a.srcCfgErr
+	return src.adm.DescribeTopicConfigs(ctx, topics...)
 }
 
-// destMeta is the destination's metadata of topics.
+// destMeta is the destination's metadata of topics: from the answers when
+// they hold every one, else asked now.
 func (a *topicAnswers) destMeta(ctx context.Context, dst *cluster, topics []string) (clusterMeta, error) {
-	if a == nil {
-		return dst.metadata(ctx, topics)
-	}
-	if a.dstErr != nil {
-		return clusterMeta{}, a.dstErr
-	}
-	for _, t := range topics {
-		if _, ok := a.dst.topics[t]; !ok {
-			return dst.metadata(ctx, topics)
+	if a != nil && a.dstErr == nil {
+		held := true
+		for _, t := range topics {
+			_, ok := a.dst.topics[t]
+			held = held && ok
+		}
+		if held {
+			return a.dst, nil
 		}
 	}
-	return a.dst, nil
+	return dst.metadata(ctx, topics)
 }
 
 // holdsConfigs reports whether cfgs answer for every one of topics.
 func holdsConfigs(cfgs kadm.ResourceConfigs, topics []string) bool {
+	if cfgs == nil {
+		return false
+	}
 	for _, t := range topics {
 		if _, err := cfgs.On(t, nil); err != nil {
 			return false
@@ -80,9 +143,11 @@ func holdsConfigs(cfgs kadm.ResourceConfigs, topics []string) bool {
 }
 
 // destConfigured reports whether the destination answered that topic
-// already has every one of want's values for keys: nothing to alter.
+// already has every one of want's values for keys set on the topic itself:
+// nothing to alter. A value the topic takes from the broker's defaults
+// does not count: a later change of the default would change the topic.
 func (a *topicAnswers) destConfigured(topic string, want map[string]*string, keys []string) bool {
-	if a == nil || a.dstCfgErr != nil {
+	if a == nil {
 		return false
 	}
 	rc, err := a.dstCfgs.On(topic, nil)
@@ -90,13 +155,13 @@ func (a *topicAnswers) destConfigured(topic string, want map[string]*string, key
 		return false
 	}
 	for _, k := range keys {
-		have := ""
+		set := false
 		for _, c := range rc.Configs {
-			if c.Key == k && c.Value != nil {
-				have = *c.Value
+			if c.Key == k && c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil && want[k] != nil && *c.Value == *want[k] {
+				set = true
 			}
 		}
-		if w := want[k]; w == nil || have != *w {
+		if !set {
 			return false
 		}
 	}
