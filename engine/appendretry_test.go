@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -165,4 +166,38 @@ func TestLostTxnAnswerAboveHWMIsResent(t *testing.T) {
 			t.Fatalf("txheld/%d: READ_COMMITTED records differ:\nsource %v\ndestination %v", p, s, d)
 		}
 	}
+}
+
+// TestStopDuringAResendKeepsTheBatchInTheLME: the partition's last batch
+// lands on the destination but is answered REQUEST_TIMED_OUT, and the stop
+// arrives while the runner waits to resend it. The stop must still learn
+// where the batch landed: the STOPPED record's last mirrored offset is the
+// destination's end - 1, not the batch before it (which a failback would
+// then take the batch for a foreign write above, DIVERGED).
+func TestStopDuringAResendKeepsTheBatchInTheLME(t *testing.T) {
+	src, dst := enginetest.Pair(t)
+	e, adm := newStateEnvWith(t, src, dst, "last", 1, map[string]string{
+		"mirror.failed.retry.initial.backoff.ms": "2000",
+		"mirror.failed.retry.max.backoff.ms":     "2000",
+	})
+	cl := e.src.Client(t, enginetest.ProducerOpts("lz4", true)...)
+	enginetest.Produce(t, cl, "last", 1, 20, "first")
+	e.waitCaughtUp("last")
+	h := e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "last", Err: kerr.RequestTimedOut, Count: 1})
+	enginetest.Produce(t, cl, "last", 1, 10, "second")
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		return h.Hits() >= 1, "the fault was not hit yet"
+	})
+	if _, err := adm.Control(context.Background(), engine.CmdStop, "a-to-b", nil, false); err != nil {
+		t.Fatal(err)
+	}
+	recs := waitPersisted(t, adm, "last", 1, partition.Stopped, "one")
+	ends, err := enginetest.Ends(context.Background(), e.dstCl, "last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends[0] != 30 || recs[0].LastOffset != ends[0]-1 {
+		t.Fatalf("last/0 STOPPED with last mirrored offset %d, destination end %d (want 29 and 30)", recs[0].LastOffset, ends[0])
+	}
+	e.assertIdentical("last")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/partition"
@@ -46,16 +47,35 @@ var (
 // source's and carry kmirror's writer identity; and a batch that was in
 // the log but hidden above the high watermark turns the next append's
 // answer into an OffsetMismatchError, never a silent duplicate.
-func (r *Runner) complete(ctx context.Context, f inflight) error {
-	err := r.completeOnce(ctx, f, false)
+func (r *Runner) complete(ctx context.Context, f *inflight) error {
+	err := r.completeOnce(ctx, *f, false)
 	for attempt := 1; errors.Is(err, errUnknownOutcome) && attempt <= AppendRetries; attempt++ {
-		if err = r.resend(ctx, &f, attempt, err); err == nil {
-			if err = r.completeOnce(ctx, f, true); err == nil {
+		if err = r.resend(ctx, f, attempt, err); err == nil {
+			if err = r.completeOnce(ctx, *f, true); err == nil {
 				r.stats.clearError()
 			}
 		}
 	}
-	return r.appendFailed(ctx, f, err)
+	if err != nil && ctx.Err() != nil {
+		return err // cut short, not failed (completeHeld)
+	}
+	return r.appendFailed(ctx, *f, err)
+}
+
+// completeHeld is complete for the oldest in-flight batch, taken off the
+// pipeline by work that an operator event or the engine's end may cut
+// short. Cut short, the batch goes back to the front as it is then (sent
+// again or not), so whoever settles the pipeline next (the stop's drain,
+// an alignment) learns where it landed: dropped, a batch that landed
+// last would be left out of the last mirrored offset the stop records,
+// and a failback would take the destination's copy of it for a foreign
+// write.
+func (r *Runner) completeHeld(ctx context.Context, f inflight) error {
+	err := r.complete(ctx, &f)
+	if err != nil && ctx.Err() != nil {
+		r.inflight = slices.Insert(r.inflight, 0, f)
+	}
+	return err
 }
 
 // settle is complete without resends: it learns where the batch landed,

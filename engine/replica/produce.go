@@ -153,7 +153,8 @@ func (r *Runner) unknownOutcome(base int64, err error) error {
 
 // produceSync issues one batch and waits for it.
 func (r *Runner) produceSync(ctx context.Context, b []byte, base int64, count int32) error {
-	return r.complete(ctx, r.issue(ctx, b, base, count, -1, 0))
+	f := r.issue(ctx, b, base, count, -1, 0)
+	return r.complete(ctx, &f) // alignment's: the next one reads where the log ends
 }
 
 // drain waits for every in-flight batch; the first failure is returned
@@ -172,7 +173,7 @@ func (r *Runner) drainWith(ctx context.Context, resend bool) error {
 		f := r.popInflight()
 		var err error
 		if resend && first == nil {
-			err = r.complete(ctx, f)
+			err = r.complete(ctx, &f)
 		} else {
 			err = r.settle(ctx, f)
 		}

@@ -275,7 +275,7 @@ func (r *Runner) takeFetch(ctx context.Context) error {
 
 // completeOldest settles the oldest in-flight batch, which has its answer.
 func (r *Runner) completeOldest(ctx context.Context) error {
-	return r.complete(ctx, r.popInflight())
+	return r.completeHeld(ctx, r.popInflight())
 }
 
 // checkEnd compares the destination log end last observed by the watcher
@@ -515,7 +515,7 @@ func (r *Runner) makeRoom(ctx context.Context) error {
 	if len(r.inflight) < r.deps.MaxInFlight {
 		return nil
 	}
-	return r.complete(ctx, r.popInflight())
+	return r.completeHeld(ctx, r.popInflight())
 }
 
 // popInflight removes the oldest in-flight batch, clearing its slot so the

@@ -67,12 +67,19 @@ type Append struct {
 // Done is closed once the outcome is known.
 func (c *Append) Done() <-chan struct{} { return c.done }
 
-// Wait returns the partition's answer, or why there is none.
+// Wait returns the partition's answer, or why there is none. An outcome
+// already known is returned even if ctx has ended: a select between the
+// two would drop a landed batch's answer half the time (and with it the
+// batch from the last mirrored offset a stop records).
 func (c *Append) Wait(ctx context.Context) (*kmsg.ProduceResponseTopicPartition, error) {
 	select {
 	case <-c.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if c.err != nil {
 		return nil, c.err

@@ -106,3 +106,26 @@ func TestFailedAppendMutesItsPartition(t *testing.T) {
 		t.Fatalf("log end %d, want 2: only the two resends landed", e)
 	}
 }
+
+// TestWaitGivesAKnownOutcomeAfterItsContextEnded: an append whose answer
+// has arrived gives that answer even when the waiting work was cut short
+// (its context ended), every time: a stop interrupting the runner just as
+// its last batch was answered must still learn where the batch landed, or
+// the stop records a last mirrored offset below what the destination
+// holds. An append with no answer yet gives the context's error.
+func TestWaitGivesAKnownOutcomeAfterItsContextEnded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		c := &Append{done: make(chan struct{})}
+		c.finish(&kmsg.ProduceResponseTopicPartition{BaseOffset: 200}, nil, time.Now())
+		p, err := c.Wait(ctx)
+		if err != nil || p.BaseOffset != 200 {
+			t.Fatalf("wait %d on an answered append with an ended context: %v, %v; want the answer at 200", i, p, err)
+		}
+	}
+	c := &Append{done: make(chan struct{})}
+	if p, err := c.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait on an unanswered append with an ended context: %v, %v; want context.Canceled", p, err)
+	}
+}
