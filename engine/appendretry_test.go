@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +201,38 @@ func TestStopDuringAResendKeepsTheBatchInTheLME(t *testing.T) {
 		t.Fatalf("last/0 STOPPED with last mirrored offset %d, destination end %d (want 29 and 30)", recs[0].LastOffset, ends[0])
 	}
 	e.assertIdentical("last")
+}
+
+// TestCommandMidFetchAnswerLosesNothing: operator commands that leave a
+// MIRRORING partition as it is (resume, recover) interrupt the runner
+// while it appends one fetch answer's batches and waits for room in its
+// pipeline (a slow destination). The partition goes on from the batch it
+// had reached: it catches up, identical. Before, the fetch posted ahead
+// from the answer's end stayed outstanding, the batches not yet appended
+// were never fetched again, and the partition stalled MIRRORING with no
+// error.
+func TestCommandMidFetchAnswerLosesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.src.CreateTopic(t, "mid", 1, nil)
+	cl := e.src.Client(t, enginetest.ProducerOpts("lz4", true)...)
+	for i := range 40 {
+		enginetest.Produce(t, cl, "mid", 1, 30, fmt.Sprintf("b%d", i))
+	}
+	var produces atomic.Int64
+	e.dst.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.dst.KeepControl()
+		if produces.Add(1) == 3 { // the pipeline is full: the runner waits in the answer's batches
+			for _, kind := range []engine.CommandKind{engine.CmdResume, engine.CmdRecover} {
+				if err := e.eng.Control(context.Background(), engine.Command{Kind: kind, Mirror: "a-to-b", Topics: []string{"mid"}}); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		// A slow destination: each Produce answered 20 ms late.
+		e.dst.SleepControl(func() { time.Sleep(20 * time.Millisecond) })
+		return nil, nil, false
+	})
+	e.startMirror("mid")
+	e.waitCaughtUp("mid")
+	e.assertIdentical("mid")
 }

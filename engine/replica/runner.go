@@ -372,6 +372,11 @@ func (r *Runner) handleFetch(ctx context.Context, res fetch.Result) error {
 	r.post(ctx, next, nextEpoch)
 	for _, it := range items {
 		if err := r.appendBatch(ctx, it.h, it.b, fetch.ArrivedAt(res.At)); err != nil {
+			// The fetch posted ahead starts after this answer: the
+			// batches not appended would never be fetched again.
+			// Whatever comes next (an operator event's step, an
+			// alignment) fetches from where the appends stopped.
+			r.dropFetch()
 			return err
 		}
 	}
