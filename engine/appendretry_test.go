@@ -229,7 +229,7 @@ func TestCommandMidFetchAnswerLosesNothing(t *testing.T) {
 			}
 		}
 		// A slow destination: each Produce answered 20 ms late.
-		e.dst.SleepControl(func() { time.Sleep(20 * time.Millisecond) })
+		e.dst.SleepControl(func() { <-time.After(20 * time.Millisecond) })
 		return nil, nil, false
 	})
 	e.startMirror("mid")
