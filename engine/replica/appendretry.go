@@ -81,7 +81,11 @@ func (r *Runner) completeHeld(ctx context.Context, f inflight) error {
 // settle is complete without resends: it learns where the batch landed,
 // if it did, before an alignment reads the log end anyway.
 func (r *Runner) settle(ctx context.Context, f inflight) error {
-	return r.appendFailed(ctx, f, r.completeOnce(ctx, f, false))
+	err := r.completeOnce(ctx, f, false)
+	if err != nil && ctx.Err() != nil {
+		return err // cut short, not failed
+	}
+	return r.appendFailed(ctx, f, err)
 }
 
 // appendFailed tells the transaction mapper of a mirrored transaction's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -176,6 +177,13 @@ func (r *Runner) drainWith(ctx context.Context, resend bool) error {
 			err = r.complete(ctx, &f)
 		} else {
 			err = r.settle(ctx, f)
+		}
+		if err != nil && ctx.Err() != nil {
+			// Cut short (an operator event, the engine's end): what is
+			// not settled stays in the pipeline, this batch first, for
+			// whoever settles it next (completeHeld).
+			r.inflight = slices.Insert(r.inflight, 0, f)
+			return err
 		}
 		if err != nil && first == nil {
 			first = err
