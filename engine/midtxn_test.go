@@ -1,16 +1,10 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
 )
 
@@ -35,20 +29,7 @@ func TestCommandMidTransactionsLosesNothing(t *testing.T) {
 			inTxn(t, tp, "midtx", []int32{0}, 20, fmt.Sprintf("t%d", i), i%5 != 0)
 		}
 	}
-	var produces atomic.Int64
-	e.dst.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		e.dst.KeepControl()
-		if n := produces.Add(1); n == 3 || n == 9 || n == 15 {
-			for _, kind := range []engine.CommandKind{engine.CmdResume, engine.CmdRecover} {
-				if err := e.eng.Control(context.Background(), engine.Command{Kind: kind, Mirror: "a-to-b", Topics: []string{"midtx"}}); err != nil {
-					t.Error(err)
-				}
-			}
-		}
-		// A slow destination: each Produce answered 20 ms late.
-		e.dst.SleepControl(func() { <-time.After(20 * time.Millisecond) })
-		return nil, nil, false
-	})
+	slowDestinationSending(t, e, "midtx", 3, 9, 15)
 	e.startMirror("midtx")
 	e.waitCaughtUp("midtx")
 	e.assertIdentical("midtx")
