@@ -337,13 +337,22 @@ func (m *mirror) destPartitions(ctx context.Context, topic string) ([]int32, err
 // with an error for, is that error, naming the mirror and what (the role
 // of the topic) and topic.
 func (m *mirror) topicOf(meta clusterMeta, what, topic string) (topicMeta, error) {
-	tm, ok := meta.topics[topic]
-	if !ok || tm.err != nil {
-		var err error = kerr.UnknownTopicOrPartition
-		if ok {
-			err = tm.err
-		}
+	tm, err := meta.topic(topic)
+	if err != nil {
 		return topicMeta{}, fmt.Errorf("mirror %s: %s %s: %w", m.cfg.Name, what, topic, err)
+	}
+	return tm, nil
+}
+
+// topic is topic in the answer: UNKNOWN_TOPIC_OR_PARTITION when the
+// cluster did not name it, the error it gave for it if any.
+func (cm clusterMeta) topic(topic string) (topicMeta, error) {
+	tm, ok := cm.topics[topic]
+	switch {
+	case !ok:
+		return topicMeta{}, kerr.UnknownTopicOrPartition
+	case tm.err != nil:
+		return topicMeta{}, tm.err
 	}
 	return tm, nil
 }
@@ -630,9 +639,8 @@ func (e *Engine) ensureTopics(ctx context.Context, src *cluster, meta clusterMet
 			if err != nil {
 				return err
 			}
-			var ok bool
-			if dt, ok = now.topics[t]; !ok || dt.err != nil {
-				return fmt.Errorf("destination topic %s: %w", t, cmp.Or(dt.err, error(kerr.UnknownTopicOrPartition)))
+			if dt, err = now.topic(t); err != nil {
+				return fmt.Errorf("destination topic %s: %w", t, err)
 			}
 		}
 		if len(dt.partitions) < parts {

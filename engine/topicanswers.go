@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,7 +57,7 @@ func ask(ctx context.Context, c *cluster, topics []string) (clusterMeta, kadm.Re
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
 	var meta clusterMeta
-	for chunk := range chunks(topics, askChunk) {
+	for chunk := range slices.Chunk(topics, askChunk) {
 		m, err := c.metadata(ctx, chunk)
 		if err != nil {
 			return clusterMeta{}, nil, err
@@ -70,7 +71,7 @@ func ask(ctx context.Context, c *cluster, topics []string) (clusterMeta, kadm.Re
 		}
 	}
 	var cfgs kadm.ResourceConfigs
-	for chunk := range chunks(topics, askChunk) {
+	for chunk := range slices.Chunk(topics, askChunk) {
 		rcs, err := c.adm.DescribeTopicConfigs(ctx, chunk...)
 		if err != nil {
 			return meta, nil, nil // asked again per topic (sourceConfigs), or altered (destConfigured)
@@ -78,19 +79,6 @@ func ask(ctx context.Context, c *cluster, topics []string) (clusterMeta, kadm.Re
 		cfgs = append(cfgs, rcs...)
 	}
 	return meta, cfgs, nil
-}
-
-// chunks yields s in slices of at most n.
-func chunks(s []string, n int) func(yield func([]string) bool) {
-	return func(yield func([]string) bool) {
-		for len(s) > 0 {
-			k := min(n, len(s))
-			if !yield(s[:k]) {
-				return
-			}
-			s = s[k:]
-		}
-	}
 }
 
 // sourceMeta is the source's metadata of topic: from the answers when
@@ -116,30 +104,15 @@ func (a *topicAnswers) sourceConfigs(ctx context.Context, src *cluster, topics [
 // destMeta is the destination's metadata of topics: from the answers when
 // they hold every one, else asked now.
 func (a *topicAnswers) destMeta(ctx context.Context, dst *cluster, topics []string) (clusterMeta, error) {
-	if a != nil && a.dstErr == nil {
-		held := true
-		for _, t := range topics {
-			_, ok := a.dst.topics[t]
-			held = held && ok
-		}
-		if held {
-			return a.dst, nil
-		}
+	if a != nil && a.dstErr == nil && !slices.ContainsFunc(topics, func(t string) bool { _, ok := a.dst.topics[t]; return !ok }) {
+		return a.dst, nil
 	}
 	return dst.metadata(ctx, topics)
 }
 
 // holdsConfigs reports whether cfgs answer for every one of topics.
 func holdsConfigs(cfgs kadm.ResourceConfigs, topics []string) bool {
-	if cfgs == nil {
-		return false
-	}
-	for _, t := range topics {
-		if _, err := cfgs.On(t, nil); err != nil {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(topics, func(t string) bool { _, err := cfgs.On(t, nil); return err != nil })
 }
 
 // destConfigured reports whether the destination answered that topic

@@ -56,8 +56,8 @@ func (r *Runner) complete(ctx context.Context, f *inflight) error {
 			}
 		}
 	}
-	if err != nil && ctx.Err() != nil {
-		return err // cut short, not failed (completeHeld)
+	if cutShort(ctx, err) {
+		return err // not failed: the batch stays to be settled (completeHeld)
 	}
 	return r.appendFailed(ctx, *f, err)
 }
@@ -72,18 +72,24 @@ func (r *Runner) complete(ctx context.Context, f *inflight) error {
 // write.
 func (r *Runner) completeHeld(ctx context.Context, f inflight) error {
 	err := r.complete(ctx, &f)
-	if err != nil && ctx.Err() != nil {
-		r.inflight = slices.Insert(r.inflight, 0, f)
+	if cutShort(ctx, err) {
+		r.unpop(f)
 	}
 	return err
 }
+
+// cutShort reports whether err is ctx's end, not the batch's outcome.
+func cutShort(ctx context.Context, err error) bool { return err != nil && ctx.Err() != nil }
+
+// unpop puts f back first in the pipeline, undoing popInflight.
+func (r *Runner) unpop(f inflight) { r.inflight = slices.Insert(r.inflight, 0, f) }
 
 // settle is complete without resends: it learns where the batch landed,
 // if it did, before an alignment reads the log end anyway.
 func (r *Runner) settle(ctx context.Context, f inflight) error {
 	err := r.completeOnce(ctx, f, false)
-	if err != nil && ctx.Err() != nil {
-		return err // cut short, not failed
+	if cutShort(ctx, err) {
+		return err
 	}
 	return r.appendFailed(ctx, f, err)
 }

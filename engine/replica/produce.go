@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -178,11 +177,11 @@ func (r *Runner) drainWith(ctx context.Context, resend bool) error {
 		} else {
 			err = r.settle(ctx, f)
 		}
-		if err != nil && ctx.Err() != nil {
-			// Cut short (an operator event, the engine's end): what is
-			// not settled stays in the pipeline, this batch first, for
-			// whoever settles it next (completeHeld).
-			r.inflight = slices.Insert(r.inflight, 0, f)
+		if cutShort(ctx, err) {
+			// An operator event or the engine's end: what is not
+			// settled stays in the pipeline for whoever settles it
+			// next (completeHeld).
+			r.unpop(f)
 			return err
 		}
 		if err != nil && first == nil {
