@@ -218,22 +218,26 @@ func TestCommandMidFetchAnswerLosesNothing(t *testing.T) {
 	for i := range 40 {
 		enginetest.Produce(t, cl, "mid", 1, 30, fmt.Sprintf("b%d", i))
 	}
-	slowDestinationSending(t, e, "mid", 3)
+	slowDestinationSending(t, e, "mid", noOpCommands, 3)
 	e.startMirror("mid")
 	e.waitCaughtUp("mid")
 	e.assertIdentical("mid")
 }
 
+// noOpCommands leave a MIRRORING partition as it is, but interrupt its
+// runner.
+var noOpCommands = []engine.CommandKind{engine.CmdResume, engine.CmdRecover}
+
 // slowDestinationSending makes e's destination answer each Produce 20 ms
-// late and, at the Produce requests numbered in at, sends resume and
-// recover for topic: commands that leave a MIRRORING partition as it is,
-// but interrupt its runner, here while it waits for room in its pipeline.
-func slowDestinationSending(t *testing.T, e *env, topic string, at ...int64) {
+// late and, at the Produce requests numbered in at, sends the commands
+// kinds for topic: they reach the runner while it waits for room in its
+// pipeline.
+func slowDestinationSending(t *testing.T, e *env, topic string, kinds []engine.CommandKind, at ...int64) {
 	var produces atomic.Int64
 	e.dst.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		e.dst.KeepControl()
 		if slices.Contains(at, produces.Add(1)) {
-			for _, kind := range []engine.CommandKind{engine.CmdResume, engine.CmdRecover} {
+			for _, kind := range kinds {
 				if err := e.eng.Control(context.Background(), engine.Command{Kind: kind, Mirror: "a-to-b", Topics: []string{topic}}); err != nil {
 					t.Error(err)
 				}
