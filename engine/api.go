@@ -35,6 +35,7 @@ const (
 	WorkAdoption    = replica.WorkAdoption
 	WorkQuarantine  = replica.WorkQuarantine
 	WorkRebuildStep = replica.WorkRebuildStep
+	WorkRetain      = replica.WorkRetain
 )
 
 // ETA is replica.ETA.

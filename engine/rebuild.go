@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/engine/replica"
 )
@@ -43,35 +44,56 @@ func (l *rebuildLocks) lock(ctx context.Context, topic string) (unlock func(), e
 	}
 }
 
-// divergedRange returns the destination-only offsets [from, to) of one
-// partition: past the forward mirror's LME in a failback, past the source's
-// high watermark otherwise.
-func (m *mirror) divergedRange(ctx context.Context, topic string, p int32) (from, to int64, err error) {
-	_, srcEnd, err := m.src.offsets(ctx, topic, p)
+// divergedRange returns where one partition's destination-only records
+// begin, found by verification (firstDifference) from the partition's
+// checkpoint on, and the destination's log start and end. The walk starts
+// lower where the checkpoint cannot be trusted: a failback's forward LME
+// and the transactions its stop aborted (identical on both sides up to the
+// LME, but committed here where their marker lies past it), where the
+// source's log of the last mirrored epoch now ends (an unclean election),
+// and known, the point a partition's own alignment found (known >= 0).
+// Below the source's log start nothing can be compared: what lies there is
+// kept by the rebuild, never taken for the source's.
+func (m *mirror) divergedRange(ctx context.Context, topic string, p int32, known int64) (diverged, dstStart, dstEnd int64, err error) {
+	srcStart, _, err := m.src.offsets(ctx, topic, p)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	_, dstEnd, err := m.e.dst.offsets(ctx, topic, p)
+	dstStart, dstEnd, err = m.e.dst.offsets(ctx, topic, p)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	from = srcEnd
+	from := dstStart // no checkpoint: the whole log is verified
+	if r := m.runner(topic, p); r != nil {
+		if last, _, ok := r.Stats().LME(); ok {
+			from = last // the batch holding the LME is compared too
+		}
+	}
+	// Points known to have diverged, whatever the bytes say there.
+	at := dstEnd
+	if known >= 0 {
+		at = known
+	}
 	if cat, err := m.peerCatalog(ctx); err == nil {
 		if _, _, rec, ok := replica.ForwardRecord(cat, m.e.destID, topic, p); ok && rec != nil {
 			from = min(from, rec.LastOffset+1)
-			// The transactions the forward stop aborted: identical on
-			// both sides up to the LME, but committed here where their
-			// marker lies past it.
 			for _, o := range rec.StopAborted {
-				from = min(from, o)
+				at = min(at, o)
 			}
 		}
 	}
-	// What this mirror copied itself is not destination-only.
-	if r := m.runner(topic, p); r != nil {
-		from = max(from, r.Stats().Snapshot().LastOffset+1)
+	if end, ok, err := m.sourceEpochEnd(ctx, topic, p); err != nil {
+		return 0, 0, 0, err
+	} else if ok {
+		at = min(at, end)
 	}
-	return min(from, dstEnd), dstEnd, nil
+	from = min(max(from, dstStart, srcStart), dstEnd)
+	diff, err := firstDifference(ctx, m.src, m.e.dst, topic, p, from, dstEnd, srcStart)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("verify %s/%d from offset %d: %w", topic, p, from, err)
+	}
+	diverged = min(max(min(diff, at), dstStart), dstEnd)
+	return diverged, dstStart, dstEnd, nil
 }
 
 // rebuildPlan is what a rebuild fetches before it writes anything.
@@ -81,7 +103,10 @@ type rebuildPlan struct {
 	srcMeta clusterMeta
 	srcCfgs kadm.ResourceConfigs
 	srcID   [16]byte
+	dstCfgs map[string]string     // the configs set on the destination topic itself
+	dstRF   int16                 // the destination topic's replication factor
 	ranges  map[int32]offsetRange // destination-only offsets of each partition
+	kept    map[int32]offsetRange // what the destination holds below them
 }
 
 type offsetRange struct{ from, to int64 }
@@ -127,26 +152,65 @@ func (m *mirror) rebuildPlan(ctx context.Context, topic string, from map[int32]i
 	if rc, err := plan.srcCfgs.On(topic, nil); err != nil || rc.Err != nil {
 		return plan, fmt.Errorf("describe source topic %s configs: %w", topic, errors.Join(err, rc.Err))
 	}
+	if plan.dstCfgs, plan.dstRF, err = m.destinationTopicSettings(ctx, topic); err != nil {
+		return plan, err
+	}
 	plan.ranges = make(map[int32]offsetRange, plan.parts)
+	plan.kept = make(map[int32]offsetRange, plan.parts)
 	for p := range plan.parts {
-		start, to, err := m.divergedRange(ctx, topic, p)
+		known := int64(-1)
+		if f, ok := from[p]; ok {
+			known = f
+		}
+		// Every partition is verified, not only the one that asked: any
+		// of them can hold foreign records, or records of an epoch an
+		// unclean election on the source truncated.
+		at, start, end, err := m.divergedRange(ctx, topic, p, known)
 		if err != nil {
 			return plan, fmt.Errorf("diverged range of %s/%d: %w", topic, p, err)
 		}
-		// An unclean election on the source can hit any partition, not
-		// only the one that asked for the rebuild: ask the source where
-		// each partition's last mirrored epoch ends.
-		if end, ok, err := m.sourceEpochEnd(ctx, topic, p); err != nil {
-			return plan, err
-		} else if ok {
-			start = min(start, end)
-		}
-		if f, ok := from[p]; ok {
-			start = f
-		}
-		plan.ranges[p] = offsetRange{from: start, to: to}
+		plan.ranges[p] = offsetRange{from: at, to: end}
+		plan.kept[p] = offsetRange{from: start, to: at}
 	}
 	return plan, nil
+}
+
+// destinationTopicSettings returns what the rebuilt topic must keep of the
+// destination topic: the configs set on the topic itself (its retention,
+// min.insync.replicas, cleanup policy and whatever else the operator or
+// the config sync set there, not the broker's defaults) and its
+// replication factor.
+func (m *mirror) destinationTopicSettings(ctx context.Context, topic string) (map[string]string, int16, error) {
+	rcs, err := m.e.dst.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return nil, 0, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("describe destination topic %s configs: %w", topic, err)
+	}
+	cfgs := map[string]string{}
+	for _, c := range rc.Configs {
+		if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil && !c.Sensitive {
+			cfgs[c.Key] = *c.Value
+		}
+	}
+	tds, err := m.e.dst.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, 0, fmt.Errorf("describe destination topic %s: %w", topic, err)
+	}
+	td, ok := tds[topic]
+	if !ok || td.Err != nil {
+		return nil, 0, topicNotFound("destination", topic, td.Err)
+	}
+	rf := int16(0)
+	for _, pd := range td.Partitions {
+		rf = max(rf, int16(len(pd.Replicas)))
+	}
+	return cfgs, rf, nil
 }
 
 // sourceEpochEnd returns where the source's log of the partition's last

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,9 +19,10 @@ type progressAt struct {
 	engine.Progress
 }
 
-// TestRebuildPublishesProgress: a rebuild publishes the quarantine copy of
-// each diverged partition, monotone, up to done == total before anything
-// is deleted; then the delete and recreate steps; and nothing once it is
+// TestRebuildPublishesProgress: a rebuild publishes the copy of what each
+// partition keeps below its divergence point to the retained topic, then
+// the quarantine copy of each diverged partition, monotone, up to done ==
+// total before anything is deleted; then the delete and recreate steps; and nothing once it is
 // done. The snapshots are taken at the rebuild's own fault points, before
 // every quarantine write and between the steps, so none is missed.
 func TestRebuildPublishesProgress(t *testing.T) {
@@ -73,12 +75,17 @@ func TestRebuildPublishesProgress(t *testing.T) {
 	defer mu.Unlock()
 	for p := range int32(2) {
 		total := 50 - ends[p]
-		var copies []progressAt
+		var copies, kept []progressAt
 		steps := map[string]progressAt{}
 		for _, pa := range seen[p] {
 			switch pa.Kind {
 			case engine.WorkQuarantine:
 				copies = append(copies, pa)
+			case engine.WorkRetain:
+				kept = append(kept, pa)
+				if len(copies) > 0 {
+					t.Errorf("partition %d: retained copy published after the quarantine's: %+v", p, pa)
+				}
 			case engine.WorkRebuildStep:
 				steps[pa.point] = pa
 			case engine.WorkAdoption:
@@ -100,6 +107,17 @@ func TestRebuildPublishesProgress(t *testing.T) {
 			if pa.Done > pa.DoneBefore && pa.Done < pa.Total && pa.ETA < 0 {
 				t.Errorf("partition %d: no ETA with %d of %d copied: %+v", p, pa.Done, pa.Total, pa)
 			}
+		}
+		for i, pa := range kept {
+			if pa.Total != ends[p] || pa.Done < 0 || pa.Done > pa.Total || !strings.HasPrefix(pa.Step, "prog.kmirror-retained-") {
+				t.Errorf("partition %d retained copy %d: %+v, want up to %d offsets into prog.kmirror-retained-…", p, i, pa, ends[p])
+			}
+			if i > 0 && pa.Done < kept[i-1].Done {
+				t.Errorf("partition %d: retained copy progress went back from %d to %d", p, kept[i-1].Done, pa.Done)
+			}
+		}
+		if len(kept) == 0 {
+			t.Errorf("partition %d: the copy of offsets 0..%d to the retained topic was never published", p, ends[p]-1)
 		}
 		last := copies[len(copies)-1]
 		if last.point != engine.RebuildFaultQuarantined || last.Done != total || last.ETA != 0 || last.Fraction() != 1 {

@@ -121,7 +121,7 @@ func TestRebuildResumesFromItsRecord(t *testing.T) {
 		step  store.RebuildStep
 	}{
 		{engine.RebuildFaultPlanned, 0, store.RebuildPlanned},
-		{engine.RebuildFaultCopy, 2, store.RebuildPlanned},
+		{engine.RebuildFaultCopy, 4, store.RebuildPlanned},
 		{engine.RebuildFaultQuarantined, 0, store.RebuildQuarantined},
 		{engine.RebuildFaultDeleted, 0, store.RebuildDeleted},
 	}
@@ -171,11 +171,12 @@ func testRebuildResume(t *testing.T, point string, after int, step store.Rebuild
 	}
 	rec := waitStep(t, e, adm, step)
 	if point == engine.RebuildFaultCopy {
-		// Interrupted after two writes of 5: partition 0's range holds
-		// 40 records, its quarantine 10 of them.
+		// Interrupted after four writes of 5: what partition 0 keeps
+		// below its divergence point, offsets 0..9, is in the retained
+		// topic, and 10 of partition 1's 35.
 		enginetest.Wait(t, 30*time.Second, func() (bool, string) {
-			_, end, err := enginetest.Offsets(ctx, kadm.NewClient(e.dstCl), rec.Quarantine, 0)
-			return err == nil && end == 10, fmt.Sprintf("quarantine %s/0 ends at %d (%v), want 10 (a partial copy)", rec.Quarantine, end, err)
+			_, end, err := enginetest.Offsets(ctx, kadm.NewClient(e.dstCl), rec.Retained, 1)
+			return err == nil && end == 10, fmt.Sprintf("retained %s/1 ends at %d (%v), want 10 (a partial copy)", rec.Retained, end, err)
 		})
 	}
 	if exists := topicExists(t, e, "rb"); exists != (step < store.RebuildDeleted) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -119,12 +120,32 @@ func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from m
 		SourceTopicID: topicIDString(plan.srcID), ReplacedTopicID: topicIDString(plan.dstID),
 		StartedAt: now,
 	}
-	for k, v := range topicCreateConfigs(plan.srcCfgs, topic) {
+	// The rebuilt topic keeps the replaced one's own configs (its
+	// retention, min.insync.replicas …) and replication factor; the
+	// configs byte-for-byte mirroring needs win over them.
+	create := topicCreateConfigs(plan.srcCfgs, topic)
+	for k, v := range create {
 		rec.Configs[k] = *v
 	}
+	for k, v := range plan.dstCfgs {
+		rec.Configs[k] = v
+	}
+	for _, k := range []string{"compression.type", "message.timestamp.type"} {
+		rec.Configs[k] = *create[k]
+	}
+	rec.ReplicationFactor = plan.dstRF
 	for p := range plan.parts {
 		rg := plan.ranges[p]
 		rec.Ranges = append(rec.Ranges, store.RebuildRange{Partition: p, From: rg.from, To: max(rg.from, rg.to), Checked: rg.to <= rg.from})
+		if k := plan.kept[p]; k.to > k.from {
+			rec.Retained = strings.Replace(rec.Quarantine, ".kmirror-quarantine-", ".kmirror-retained-", 1)
+		}
+	}
+	if rec.Retained != "" {
+		for p := range plan.parts {
+			k := plan.kept[p]
+			rec.Kept = append(rec.Kept, store.RebuildRange{Partition: p, From: k.from, To: max(k.from, k.to), Checked: k.to <= k.from})
+		}
 	}
 	if err := m.saveRebuild(ctx, sink, &rec); err != nil {
 		return rec, fmt.Errorf("nothing deleted: %w", err)
@@ -138,6 +159,7 @@ func (m *mirror) quarantineAndRecreate(ctx context.Context, topic string, from m
 func (m *mirror) continueRebuild(ctx context.Context, sink *stateSink, rec store.RebuildRecord, resumed bool) (store.RebuildRecord, error) {
 	defer m.rebuildStats(&rec, func(_ *store.RebuildRange, s *partStats) {
 		s.EndWork(WorkQuarantine)
+		s.EndWork(WorkRetain)
 		s.EndWork(WorkRebuildStep)
 	})
 	for !rec.Step.Finished() {
@@ -165,9 +187,10 @@ func (m *mirror) continueRebuild(ctx context.Context, sink *stateSink, rec store
 	return rec, nil
 }
 
-// rebuildQuarantine creates the recorded quarantine topic, copies every
-// range not yet count-checked from where the quarantine's count says, and
-// records each partition checked, then the step quarantined.
+// rebuildQuarantine creates the recorded quarantine topic (and retained
+// topic), copies every range not yet count-checked from where the copy's
+// count says, and records each partition checked, then the step
+// quarantined.
 func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *store.RebuildRecord, resumed bool) error {
 	if err := faultAt(rebuildFaultPlanned); err != nil {
 		return fmt.Errorf("nothing deleted: %w", err)
@@ -175,20 +198,45 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 	if err := m.createQuarantine(ctx, sink, rec, resumed); err != nil {
 		return fmt.Errorf("nothing deleted: %w", err)
 	}
-	q := rec.Quarantine
+	// What is kept first, the destination-only records last: the
+	// quarantine's copy is the one a partition shows complete before the
+	// delete.
+	if rec.Retained != "" {
+		if err := m.createRetained(ctx, sink, rec, resumed); err != nil {
+			return fmt.Errorf("nothing deleted: %w", err)
+		}
+		if err := m.copyRanges(ctx, sink, rec, rec.Retained, rec.Kept, WorkRetain); err != nil {
+			return err
+		}
+	}
+	if err := m.copyRanges(ctx, sink, rec, rec.Quarantine, rec.Ranges, WorkQuarantine); err != nil {
+		return err
+	}
+	rec.Step = store.RebuildQuarantined
+	if err := m.saveRebuild(ctx, sink, rec); err != nil {
+		return fmt.Errorf("nothing deleted: %w", err)
+	}
+	return nil
+}
+
+// copyRanges copies every range of ranges (rec.Ranges into the quarantine,
+// or rec.Kept into the retained topic) not yet count-checked into topic q,
+// from where q's count says, recording each partition checked.
+func (m *mirror) copyRanges(ctx context.Context, sink *stateSink, rec *store.RebuildRecord, q string, ranges []store.RebuildRange, kind WorkKind) error {
 	now := m.e.now()
-	m.rebuildStats(rec, func(rg *store.RebuildRange, s *partStats) {
-		if rg.To <= rg.From {
-			return // nothing destination-only: no copy to show
+	for _, rg := range ranges {
+		s := m.partStats(rec.Topic, rg.Partition)
+		if s == nil || rg.To <= rg.From {
+			continue // not run here, or nothing to copy: no copy to show
 		}
 		size, done := rg.To-rg.From, int64(0)
 		if rg.Checked {
 			done = size // copied before this instance took the rebuild on
 		}
-		s.StartWork(WorkQuarantine, q, done, size, now)
-	})
-	for i := range rec.Ranges {
-		rg := &rec.Ranges[i]
+		s.StartWork(kind, q, done, size, now)
+	}
+	for i := range ranges {
+		rg := &ranges[i]
 		if rg.Checked {
 			continue
 		}
@@ -210,7 +258,7 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 		}
 		want, err := m.copyRange(ctx, rec.Topic, q, rg.Partition, rg.From, rg.To, held, func(done int64) {
 			if stats != nil {
-				stats.WorkDone(WorkQuarantine, done)
+				stats.WorkDone(kind, done)
 			}
 		})
 		if err != nil {
@@ -231,12 +279,8 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 			return fmt.Errorf("nothing deleted: %w", err)
 		}
 		if stats != nil {
-			stats.WorkDone(WorkQuarantine, rg.To-rg.From)
+			stats.WorkDone(kind, rg.To-rg.From)
 		}
-	}
-	rec.Step = store.RebuildQuarantined
-	if err := m.saveRebuild(ctx, sink, rec); err != nil {
-		return fmt.Errorf("nothing deleted: %w", err)
 	}
 	return nil
 }
@@ -249,10 +293,23 @@ func (m *mirror) rebuildQuarantine(ctx context.Context, sink *stateSink, rec *st
 // into a topic someone else filled would mix their records in); a resumed
 // one finds its own topic there.
 func (m *mirror) createQuarantine(ctx context.Context, sink *stateSink, rec *store.RebuildRecord, resumed bool) error {
+	return m.createKeeping(ctx, sink, rec, &rec.Quarantine, int32(len(rec.Ranges)), resumed)
+}
+
+// createRetained creates the retained topic the record names,
+// <topic>.kmirror-retained-<time>-<mirror>, as createQuarantine does the
+// quarantine.
+func (m *mirror) createRetained(ctx context.Context, sink *stateSink, rec *store.RebuildRecord, resumed bool) error {
+	return m.createKeeping(ctx, sink, rec, &rec.Retained, int32(len(rec.Kept)), resumed)
+}
+
+// createKeeping creates the topic *name of the record, which keeps its
+// records for ever, moving the recorded name on while it is taken.
+func (m *mirror) createKeeping(ctx context.Context, sink *stateSink, rec *store.RebuildRecord, name *string, parts int32, resumed bool) error {
 	keep := map[string]*string{"retention.ms": kadm.StringPtr("-1"), "retention.bytes": kadm.StringPtr("-1"), "cleanup.policy": kadm.StringPtr("delete")}
-	base := rec.Quarantine
+	base := *name
 	for n := 1; ; n++ {
-		resp, err := m.e.dst.adm.CreateTopic(ctx, int32(len(rec.Ranges)), -1, keep, rec.Quarantine)
+		resp, err := m.e.dst.adm.CreateTopic(ctx, parts, -1, keep, *name)
 		if err == nil {
 			err = resp.Err
 		}
@@ -260,9 +317,9 @@ func (m *mirror) createQuarantine(ctx context.Context, sink *stateSink, rec *sto
 			return nil
 		}
 		if !errors.Is(err, kerr.TopicAlreadyExists) || n == 100 {
-			return fmt.Errorf("create quarantine topic %s: %w", rec.Quarantine, err)
+			return fmt.Errorf("create topic %s: %w", *name, err)
 		}
-		rec.Quarantine = fmt.Sprintf("%s-%d", base, n+1)
+		*name = fmt.Sprintf("%s-%d", base, n+1)
 		if err := m.saveRebuild(ctx, sink, rec); err != nil {
 			return err
 		}
@@ -332,7 +389,7 @@ func (m *mirror) rebuildRecreate(ctx context.Context, sink *stateSink, rec *stor
 	var id [16]byte
 	var err error
 	for {
-		id, err = m.e.recreateTopic(ctx, rec.Topic, rec.Partitions, rec.Configs)
+		id, err = m.e.recreateTopic(ctx, rec.Topic, rec.Partitions, rec.ReplicationFactor, rec.Configs)
 		if err == nil || ctx.Err() != nil || b.Attempt() >= 10 {
 			break
 		}
@@ -349,7 +406,7 @@ func (m *mirror) rebuildRecreate(ctx context.Context, sink *stateSink, rec *stor
 
 // recreateTopic creates a destination topic with parts partitions and
 // configs, or returns the id of the one already there.
-func (e *Engine) recreateTopic(ctx context.Context, topic string, parts int32, configs map[string]string) ([16]byte, error) {
+func (e *Engine) recreateTopic(ctx context.Context, topic string, parts int32, rf int16, configs map[string]string) ([16]byte, error) {
 	meta, err := e.dst.metadata(ctx, []string{topic})
 	if err != nil {
 		return [16]byte{}, err
@@ -361,7 +418,11 @@ func (e *Engine) recreateTopic(ctx context.Context, topic string, parts int32, c
 	for k, v := range configs {
 		want[k] = kadm.StringPtr(v)
 	}
-	resp, err := e.dst.adm.CreateTopic(ctx, parts, int16(min(3, len(meta.brokers))), want, topic)
+	if rf <= 0 || int(rf) > len(meta.brokers) {
+		// A record of an earlier release, or fewer brokers now.
+		rf = int16(min(3, len(meta.brokers)))
+	}
+	resp, err := e.dst.adm.CreateTopic(ctx, parts, rf, want, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -32,6 +32,8 @@ func workTitle(p *engine.Progress) string {
 		return "rebuild: copying destination-only records to " + p.Step
 	case engine.WorkRebuildStep:
 		return "rebuild: " + p.Step + " the destination topic"
+	case engine.WorkRetain:
+		return "rebuild: keeping what the destination held below them in " + p.Step
 	}
 	return p.Kind.String()
 }
@@ -108,6 +110,8 @@ func (h *Header) work() []string {
 		what = "adopting " + w.Topic + ": verify"
 	case engine.WorkRebuildStep:
 		what = "rebuilding " + w.Topic + ": " + w.Step
+	case engine.WorkRetain:
+		what = "rebuilding " + w.Topic + ": retain"
 	case engine.WorkQuarantine:
 	}
 	if w.Partitions > 1 {

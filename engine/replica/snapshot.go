@@ -80,6 +80,11 @@ const (
 	// WorkRebuildStep: a rebuild deleting or recreating the destination
 	// topic after its quarantine; Done and Total count those steps.
 	WorkRebuildStep
+	// WorkRetain: a rebuild copying what the partition's destination holds
+	// below its destination-only records (what the source no longer has,
+	// and the mirrored records the rebuilt topic gets again) to the
+	// retained topic; Done and Total count offsets of that range.
+	WorkRetain
 )
 
 // String returns the kind's short name.
@@ -91,6 +96,8 @@ func (k WorkKind) String() string {
 		return "quarantine"
 	case WorkRebuildStep:
 		return "rebuild"
+	case WorkRetain:
+		return "retain"
 	}
 	return "work"
 }
@@ -107,7 +114,8 @@ func (k WorkKind) Unit() string {
 type Progress struct {
 	Kind WorkKind
 	// Step says what the work does now, for WorkRebuildStep ("delete",
-	// "recreate"); the quarantine topic for WorkQuarantine.
+	// "recreate"); the quarantine topic for WorkQuarantine, the retained
+	// topic for WorkRetain.
 	Step        string
 	Done, Total int64
 	// DoneBefore is what was done already when this instance took the

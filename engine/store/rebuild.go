@@ -81,6 +81,17 @@ type RebuildRecord struct {
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
 	Ranges     []RebuildRange    `json:"ranges,omitempty"`
+	// ReplicationFactor is the replaced destination topic's, which the
+	// recreated one keeps (0 in records of earlier releases: min(3,
+	// brokers)); Configs then hold the replaced topic's own configs too.
+	ReplicationFactor int16 `json:"replicationFactor,omitempty"`
+	// Retained is the topic that keeps what the replaced destination topic
+	// held below each partition's destination-only range (Kept): records
+	// the source no longer has (below its log start) and the mirrored
+	// records the rebuilt topic gets again from the source. Empty when
+	// there was nothing, and in records of earlier releases.
+	Retained string         `json:"retained,omitempty"`
+	Kept     []RebuildRange `json:"kept,omitempty"`
 	// SourceTopicID is the source topic the plan was made for;
 	// ReplacedTopicID the destination topic being replaced; DestTopicID
 	// the recreated one (from RebuildRecreated on). Kafka's base64 form.
@@ -113,7 +124,7 @@ func DecodeRebuild(b []byte) (RebuildRecord, error) {
 		return RebuildRecord{}, err
 	}
 	r := env.RebuildRecord
-	r.Configs, r.Ranges = nilIfEmptyMap(r.Configs), nilIfEmpty(r.Ranges)
+	r.Configs, r.Ranges, r.Kept = nilIfEmptyMap(r.Configs), nilIfEmpty(r.Ranges), nilIfEmpty(r.Kept)
 	r.StartedAt, r.UpdatedAt = r.StartedAt.UTC(), r.UpdatedAt.UTC()
 	if err := r.validate(); err != nil {
 		return RebuildRecord{}, fmt.Errorf("%w: rebuild: %w", ErrMalformed, err)
@@ -134,8 +145,30 @@ func (r RebuildRecord) validate() error {
 	if r.Partitions <= 0 {
 		return fmt.Errorf("partition count %d to recreate with", r.Partitions)
 	}
+	if err := validRanges(r.Step, r.Ranges); err != nil {
+		return err
+	}
+	if len(r.Kept) > 0 {
+		if err := ValidateName(r.Retained); err != nil {
+			return fmt.Errorf("retained topic: %w", err)
+		}
+	}
+	if err := validRanges(r.Step, r.Kept); err != nil {
+		return fmt.Errorf("kept: %w", err)
+	}
+	if r.ReplicationFactor < 0 {
+		return fmt.Errorf("replication factor %d", r.ReplicationFactor)
+	}
+	if err := validTime("startedAt", r.StartedAt); err != nil {
+		return err
+	}
+	return validTime("updatedAt", r.UpdatedAt)
+}
+
+// validRanges checks one list of a rebuild's copies.
+func validRanges(step RebuildStep, ranges []RebuildRange) error {
 	seen := map[int32]bool{}
-	for _, rg := range r.Ranges {
+	for _, rg := range ranges {
 		switch {
 		case rg.Partition < 0 || seen[rg.Partition]:
 			return fmt.Errorf("range of partition %d negative or repeated", rg.Partition)
@@ -146,15 +179,12 @@ func (r RebuildRecord) validate() error {
 		}
 		seen[rg.Partition] = true
 	}
-	if r.Step >= RebuildQuarantined && r.Step != RebuildAbandoned {
-		for _, rg := range r.Ranges {
+	if step >= RebuildQuarantined && step != RebuildAbandoned {
+		for _, rg := range ranges {
 			if !rg.Checked {
 				return errors.New("quarantined with a range not count-checked")
 			}
 		}
 	}
-	if err := validTime("startedAt", r.StartedAt); err != nil {
-		return err
-	}
-	return validTime("updatedAt", r.UpdatedAt)
+	return nil
 }
