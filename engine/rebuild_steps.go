@@ -187,6 +187,28 @@ func (m *mirror) continueRebuild(ctx context.Context, sink *stateSink, rec store
 	return rec, nil
 }
 
+// settleRebuild ends a recorded rebuild for a stop (failover), with the
+// destination alone: a rebuild still copying is abandoned (the topic is
+// untouched, the partial copies stay); from the quarantine on it goes on,
+// where the delete step abandons it while the topic exists and a topic
+// already deleted is recreated from the record. A stop never leaves the
+// topic missing.
+func (m *mirror) settleRebuild(ctx context.Context, sink *stateSink, rec store.RebuildRecord) (store.RebuildRecord, error) {
+	if rec.Step == store.RebuildPlanned {
+		rec.Step, rec.Note = store.RebuildAbandoned, "the topic was stopped (failed over) during the copy; nothing deleted, "+rec.Quarantine+" keeps its partial copy"
+		if err := m.saveRebuild(ctx, sink, &rec); err != nil {
+			return rec, err
+		}
+		m.e.emit(LevelWarn, m.cfg.Name, rec.Topic, -1, fmt.Sprintf("rebuild of %s abandoned: %s", rec.Topic, rec.Note))
+		return rec, nil
+	}
+	rec, err := m.continueRebuild(ctx, sink, rec, true)
+	if errors.Is(err, errRebuildAbandoned) {
+		return rec, nil
+	}
+	return rec, err
+}
+
 // rebuildQuarantine creates the recorded quarantine topic (and retained
 // topic), copies every range not yet count-checked from where the copy's
 // count says, and records each partition checked, then the step

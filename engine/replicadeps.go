@@ -129,6 +129,10 @@ func (b mirrorRebuilds) QuarantineAndRecreate(ctx context.Context, topic string,
 	return b.m.quarantineAndRecreate(ctx, topic, from, sink)
 }
 
+func (b mirrorRebuilds) Settle(ctx context.Context, sink *stateSink, rec store.RebuildRecord) (store.RebuildRecord, error) {
+	return b.m.settleRebuild(ctx, sink, rec)
+}
+
 // mirrorPeer is a mirror's replica.Peer (failback.go).
 type mirrorPeer struct{ m *mirror }
 

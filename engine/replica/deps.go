@@ -112,6 +112,10 @@ type Rebuilds interface {
 	Continue(ctx context.Context, sink *StateSink, rec store.RebuildRecord, resumed bool) (store.RebuildRecord, error)
 	// QuarantineAndRecreate plans a rebuild and takes it through every step.
 	QuarantineAndRecreate(ctx context.Context, topic string, from map[int32]int64, sink *StateSink) (store.RebuildRecord, error)
+	// Settle ends a recorded rebuild for a stop with the destination
+	// alone: abandoned while nothing is deleted, recreated from the
+	// record once the topic is (or may be) gone.
+	Settle(ctx context.Context, sink *StateSink, rec store.RebuildRecord) (store.RebuildRecord, error)
 }
 
 // Peer is the source cluster's own __mirror_state, for a failback.

@@ -252,6 +252,9 @@ var stopInitPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1600 *
 // nothing there; a bump per partition was a stop's whole time at scale.)
 func (r *Runner) stop(ctx context.Context) error {
 	r.dropFetch()
+	if err := r.settleRebuild(ctx); err != nil {
+		return err
+	}
 	if err := r.drain(ctx); err != nil && !isTransient(err) {
 		r.emit(partition.SeverityWarn, "stopping: "+err.Error())
 	}

@@ -95,6 +95,51 @@ func (r *Runner) continueRecorded(ctx context.Context) error {
 	return nil
 }
 
+// settleRebuild ends, for a stop, a rebuild of the topic recorded and not
+// finished (Rebuilds.Settle), and forgets a position of the deleted topic
+// once it is recreated: a stop during a rebuild never reports STOPPED on a
+// missing topic, nor an LME the recreated topic does not hold.
+func (r *Runner) settleRebuild(ctx context.Context) error {
+	rec, ok := r.deps.Rebuilds.Record(r.topic)
+	if !ok {
+		return nil
+	}
+	if !rec.Step.Finished() {
+		unlock, err := r.deps.Rebuilds.Lock(ctx, r.topic)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if rec, ok = r.deps.Rebuilds.Record(r.topic); ok && !rec.Step.Finished() {
+			r.emit(partition.SeverityWarn, fmt.Sprintf("stopping during the rebuild of %s (step %s): ending it before the stop", r.topic, rec.Step))
+			if rec, err = r.deps.Rebuilds.Settle(ctx, r.persist, rec); err != nil {
+				return fmt.Errorf("stop during the rebuild of %s: %w", r.topic, err)
+			}
+		}
+	}
+	if rec.Step != store.RebuildDone || r.mirrored < 0 {
+		return nil
+	}
+	rt, err := r.deps.Dest.Route(ctx, r.topic, r.partition, r.deps.Now())
+	if err != nil {
+		return fmt.Errorf("stop after the rebuild of %s: %w", r.topic, err)
+	}
+	if !r.deps.Dest.RebuiltAs(r.topic, rt.TopicID) {
+		return nil
+	}
+	_, end, err := r.deps.Dest.Offsets(ctx, r.topic, r.partition)
+	if err != nil {
+		return fmt.Errorf("stop after the rebuild of %s: %w", r.topic, err)
+	}
+	if end <= r.mirrored {
+		// The LME names an offset of the deleted topic.
+		r.dst = rt
+		r.rebuilt(rec)
+		r.forgetMirrored()
+	}
+	return nil
+}
+
 // resumeRebuild is continueRecorded for work other than a rebuild
 // (alignment, ULE recovery): any runner of the topic finishes what a
 // rebuild recorded before it aligns on the topic.
