@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -255,20 +256,27 @@ func (r *Runner) stop(ctx context.Context) error {
 	if err := r.drain(ctx); err != nil && !isTransient(err) {
 		r.emit(partition.SeverityWarn, "stopping: "+err.Error())
 	}
-	if err := r.abortOpen(ctx); err != nil {
-		return err
-	}
-	// The producer id batches above the last checkpoint may carry: the
-	// recorded one, before the first stop attempt took its topic's
+	// The producer ids batches above the last checkpoint may carry: the
+	// recorded writer, before the first stop attempt took its topic's
 	// identity (a different id after an id per partition, or when the
-	// broker expired it).
+	// broker expired it), and the mirrored transactions' mapped producers
+	// as the record listed them, before the aborts below close them.
 	var before int64
+	var txnPIDs []int64
 	if r.alignedAt == 0 {
 		rare := r.rarely()
 		if rare.stopEarlierWriter == 0 {
 			rare.stopEarlierWriter = r.writer.ProducerID
 		}
-		before = rare.stopEarlierWriter
+		for _, p := range r.openTxnProducers() {
+			if !slices.Contains(rare.stopTxnPIDs, p.PID) {
+				rare.stopTxnPIDs = append(rare.stopTxnPIDs, p.PID)
+			}
+		}
+		before, txnPIDs = rare.stopEarlierWriter, rare.stopTxnPIDs
+	}
+	if err := r.abortOpen(ctx); err != nil {
+		return err
 	}
 	b := backoff.Backoff{Policy: stopInitPolicy}
 	for !r.fenced {
@@ -291,7 +299,7 @@ func (r *Runner) stop(ctx context.Context) error {
 		// or started, while the source was away): its LME is the last
 		// checkpoint, and the destination may hold appends made after
 		// it. The STOPPED record must name the real one.
-		r.settleLME(ctx, before)
+		r.settleLME(ctx, before, txnPIDs)
 	}
 	// Last, once nothing of the mirror can land any more: the topic is
 	// reported writable (STOPPED) only after its guard is gone.
