@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -100,5 +102,84 @@ func TestStopLMEIsNotAForeignTransaction(t *testing.T) {
 	rec := stopAndRecord(t, adm, "orders")
 	if rec.LastOffset != 19 {
 		t.Fatalf("STOPPED with last mirrored offset %d, want 19: offsets 20..23 are a foreign transaction", rec.LastOffset)
+	}
+}
+
+// TestStopWithSourceGoneAfterTheDestinationAbortedATxn: a mirrored
+// transaction is open when the instance is replaced, and the destination's
+// coordinator aborts it on its timeout (5 s here). The new instance starts
+// with the source away, or with the source there (its alignment then finds
+// the coordinator's marker: FAILED, transaction_aborted) and the source
+// goes away after. A stop must not need the source: STOPPED within seconds,
+// with the last source record as LME (10, not the coordinator's marker at
+// 11), the transaction's first offset kept for the failback, and no marker
+// of the stop's own (the transaction was aborted already). Before, the
+// stop's restore of the transaction asked the source whether the abort was
+// kmirror's own, and the stop was retried as source_unreachable for as
+// long as the outage lasted.
+func TestStopWithSourceGoneAfterTheDestinationAbortedATxn(t *testing.T) {
+	for _, sourceAtRestart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("source-at-restart=%v", sourceAtRestart), func(t *testing.T) {
+			ctx := context.Background()
+			e, adm, n := stopLMEEnv(t, "ledger", kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "5000"}))
+			tp := txnProducer(t, e.src, "ledger-app")
+			inTxn(t, tp, "ledger", []int32{0}, 5, "before", true)
+			if err := tp.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			writeTxn(t, tp, "ledger", []int32{0}, 5, "inside")
+			// Mirrored (offsets 0..10), and the instance gone, before the
+			// destination's timeout runs out: no instance sees the abort.
+			enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+				ends, err := enginetest.Ends(ctx, e.dstCl, "ledger")
+				if err != nil {
+					return false, err.Error()
+				}
+				return ends[0] == 11, fmt.Sprintf("destination end %v, want 11", ends)
+			})
+			e.eng.Close()
+			// The destination aborts the mirrored transaction on its own:
+			// its marker at 11 moves the log end past the source's.
+			enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+				ends, err := enginetest.Ends(ctx, e.dstCl, "ledger")
+				if err != nil {
+					return false, err.Error()
+				}
+				return ends[0] == 12, fmt.Sprintf("destination end %v, want 12: the destination has not aborted the mirrored transaction yet", ends)
+			})
+			if sourceAtRestart {
+				e.eng = e.joinInstance("two")
+				ps := e.waitState("ledger", 0, partition.Failed)
+				if ps.Cause != partition.CauseTxnAborted {
+					t.Fatalf("FAILED with cause %s: %s; want %s", ps.Cause, ps.Error, partition.CauseTxnAborted)
+				}
+				n.Down("")
+			} else {
+				restartWithSourceGone(e, n)
+			}
+			if _, err := adm.Control(ctx, engine.CmdStop, "a-to-b", nil, false); err != nil {
+				t.Fatal(err)
+			}
+			var rec store.PartitionRecord
+			enginetest.Wait(t, 20*time.Second, func() (bool, string) {
+				cat, err := adm.Catalog(ctx)
+				if err != nil {
+					return false, err.Error()
+				}
+				rec = cat.Partitions[store.PartitionRef{Mirror: "a-to-b", Topic: "ledger", Partition: 0}]
+				return rec.State == partition.Stopped, fmt.Sprintf("ledger/0 is %s (cause %s): %s", rec.State, rec.Cause, rec.Error)
+			})
+			ends, err := enginetest.Ends(ctx, e.dstCl, "ledger")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ends[0] != 12 || rec.LastOffset != 10 || !slices.Equal(rec.StopAborted, []int64{6}) {
+				t.Fatalf("STOPPED with last mirrored offset %d, aborted transactions from %v, destination end %d; want 10, [6] and 12", rec.LastOffset, rec.StopAborted, ends[0])
+			}
+			if lso := lastStable(t, e.dst, "ledger"); lso[0] != ends[0] {
+				t.Fatalf("destination last stable offset %d, log end %d", lso[0], ends[0])
+			}
+			enginetest.Produce(t, e.dstCl, "ledger", 1, 1, "on-b") // writable
+		})
 	}
 }
