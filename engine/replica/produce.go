@@ -162,19 +162,43 @@ func (r *Runner) produceSync(ctx context.Context, b []byte, base int64, count in
 // after all have been waited for, so nothing is left travelling unobserved.
 // Batches are resent while their outcome is unknown (complete) until one
 // fails for good; those behind it are only settled.
-func (r *Runner) drain(ctx context.Context) error { return r.drainWith(ctx, true) }
+func (r *Runner) drain(ctx context.Context) error { return r.drainWith(ctx, AppendRetries) }
 
 // settleAll waits for every in-flight batch without resending any: an
 // alignment follows, which reads where the log ends anyway.
-func (r *Runner) settleAll(ctx context.Context) error { return r.drainWith(ctx, false) }
+func (r *Runner) settleAll(ctx context.Context) error { return r.drainWith(ctx, 0) }
 
-func (r *Runner) drainWith(ctx context.Context, resend bool) error {
+// drainUntilKnown is drain for a stop: a batch whose outcome is unknown is
+// resent, the same bytes with the same producer id, epoch and sequence, for
+// as long as it takes to learn it, not AppendRetries times. Whatever is
+// recorded as the last mirrored offset after giving up may be below what
+// lands: on a real broker a batch the leader appended while its followers
+// lag lies above the high watermark, where neither ListOffsets nor a Fetch
+// shows it, and it appears later. Bumping the writer epoch first and then
+// reading the destination's end would not do: the bump fences what is
+// still to arrive, not what the leader already holds, and the end read is
+// the high watermark, still below it. A resend does learn it: the broker
+// deduplicates it and, with acks=all, answers only once the original is
+// replicated, with the offset it gave it; or, when a new leader lost the
+// original, it appends the batch at its offset. Either way the answer
+// says where the batch is. The stop waits on the destination only, which
+// it needs anyway; the resends are announced as they go (resend).
+func (r *Runner) drainUntilKnown(ctx context.Context) error {
+	return r.drainWith(ctx, resendUntilKnown)
+}
+
+// resendUntilKnown is the resend limit of drainUntilKnown: none.
+const resendUntilKnown = -1
+
+// drainWith drains, resending a batch whose outcome is unknown up to
+// retries times (resendUntilKnown: without limit).
+func (r *Runner) drainWith(ctx context.Context, retries int) error {
 	var first error
 	for len(r.inflight) > 0 {
 		f := r.popInflight()
 		var err error
-		if resend && first == nil {
-			err = r.complete(ctx, &f)
+		if retries != 0 && first == nil {
+			err = r.completeWith(ctx, &f, retries)
 		} else {
 			err = r.settle(ctx, f)
 		}
@@ -253,7 +277,8 @@ var stopInitPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1600 *
 // nothing there; a bump per partition was a stop's whole time at scale.)
 func (r *Runner) stop(ctx context.Context) error {
 	r.dropFetch()
-	if err := r.drain(ctx); err != nil && !isTransient(err) {
+	// Every batch that may still land is in the LME the stop records.
+	if err := r.drainUntilKnown(ctx); err != nil && !isTransient(err) {
 		r.emit(partition.SeverityWarn, "stopping: "+err.Error())
 	}
 	// The producer ids batches above the last checkpoint may carry: the
