@@ -247,3 +247,40 @@ func slowDestinationSending(t *testing.T, e *env, topic string, kinds []engine.C
 		return nil, nil, false
 	})
 }
+
+// TestStopResendsUntilTheOutcomeIsKnown: partition 0's last batch lands on
+// the destination but its answer is lost, with the high watermark held
+// before it, and the stop arrives while the runner resends it; the
+// answers of more resends than AppendRetries allows are lost too (twice
+// over), then one goes through. The stop keeps resending the same bytes
+// (the broker deduplicates them) until it learns where the batch landed:
+// STOPPED with LME = destination end - 1 once the hold is over. Before, the
+// stop's drain gave up after AppendRetries resends and recorded the LME of
+// the batch before it (99), below what the destination then showed (200):
+// a failback took the batch for a foreign write (DIVERGED, quarantined).
+func TestStopResendsUntilTheOutcomeIsKnown(t *testing.T) {
+	e, hold := newHoldEnv(t)
+	holdMirrored(t, e, hold, "stophold", 2*engine.AppendRetries+3)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "stophold", 3, 100, "second")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return hold.Dropped() >= 1, "no produce answer lost yet"
+	})
+	if err := e.eng.Control(context.Background(), engine.Command{Kind: engine.CmdStop, Mirror: "a-to-b"}); err != nil {
+		t.Fatal(err)
+	}
+	ps := e.waitState("stophold", 0, partition.Stopped)
+	lost := hold.Dropped()
+	hold.Release()
+	ends, err := enginetest.Ends(context.Background(), e.dstCl, "stophold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends[0] != 200 || ps.LastOffset != ends[0]-1 {
+		t.Fatalf("stophold/0 STOPPED with last mirrored offset %d, destination end %d once the hold is over (want 199 and 200; %d answers lost)", ps.LastOffset, ends[0], lost)
+	}
+	if lost != 2*engine.AppendRetries+3 {
+		t.Fatalf("%d answers lost, want %d: the stop did not learn the outcome from a resend's answer", lost, 2*engine.AppendRetries+3)
+	}
+	e.assertIdentical("stophold")
+}

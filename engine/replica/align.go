@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/engine/partition"
-	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // align is LOG_ALIGNMENT: compare the destination log with the source log
@@ -108,13 +107,7 @@ func (r *Runner) abortedByDestination(err error) error {
 	if !errors.As(err, &mm) {
 		return err
 	}
-	var open []txn.Producer
-	if r.txm != nil {
-		open = r.txm.Open()
-	} else {
-		open = r.restoredTxns()
-	}
-	for _, p := range open {
+	for _, p := range r.openTxnProducers() {
 		if p.PID == mm.ProducerID {
 			return &TxnAbortedError{Topic: r.topic, Partition: r.partition, TxnID: p.TxnID, At: mm.At, Err: mm}
 		}

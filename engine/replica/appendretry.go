@@ -48,9 +48,15 @@ var (
 // the log but hidden above the high watermark turns the next append's
 // answer into an OffsetMismatchError, never a silent duplicate.
 func (r *Runner) complete(ctx context.Context, f *inflight) error {
+	return r.completeWith(ctx, f, AppendRetries)
+}
+
+// completeWith is complete with at most retries resends, or without limit
+// (resendUntilKnown: a stop's drain, drainUntilKnown).
+func (r *Runner) completeWith(ctx context.Context, f *inflight, retries int) error {
 	err := r.completeOnce(ctx, *f, false)
-	for attempt := 1; errors.Is(err, errUnknownOutcome) && attempt <= AppendRetries; attempt++ {
-		if err = r.resend(ctx, f, attempt, err); err == nil {
+	for attempt := 1; errors.Is(err, errUnknownOutcome) && (retries == resendUntilKnown || attempt <= retries); attempt++ {
+		if err = r.resend(ctx, f, attempt, retries, err); err == nil {
 			if err = r.completeOnce(ctx, *f, true); err == nil {
 				r.stats.clearError()
 			}
@@ -109,9 +115,13 @@ func (r *Runner) appendFailed(ctx context.Context, f inflight, err error) error 
 // the destination leader as the metadata names it now, after a backoff. A
 // batch that cannot be sent leaves those behind it unsent too, so the
 // broker never sees a sequence ahead of a missing one.
-func (r *Runner) resend(ctx context.Context, f *inflight, attempt int, cause error) error {
+func (r *Runner) resend(ctx context.Context, f *inflight, attempt, retries int, cause error) error {
 	r.stats.setError(cause.Error(), true)
-	r.emit(partition.SeverityWarn, fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d of %d): %v", 1+len(r.inflight), f.base, attempt, AppendRetries, cause))
+	of := fmt.Sprintf("of %d", retries)
+	if retries == resendUntilKnown {
+		of = "until its outcome is known: the stop records where it landed"
+	}
+	r.emit(partition.SeverityWarn, fmt.Sprintf("resending %d batches from offset %d unchanged (attempt %d %s): %v", 1+len(r.inflight), f.base, attempt, of, cause))
 	at := r.deps.Now()
 	p := backoff.Policy{Initial: r.deps.RetryInitial, Max: min(r.deps.RetryMax, appendRetryMax)}
 	if !r.wait(ctx, p.Delay(attempt, r.deps.Jitter())) {

@@ -476,14 +476,8 @@ func (r *Runner) record(st partition.Status) store.PartitionRecord {
 	if r.writer.ProducerID != 0 {
 		rec.WriterID, rec.WriterEpoch = r.writer.ProducerID, r.writer.ProducerEpoch
 	}
-	if r.txm != nil {
-		for _, p := range r.txm.Open() {
-			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
-		}
-	} else {
-		for _, p := range r.restoredTxns() {
-			rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
-		}
+	for _, p := range r.openTxnProducers() {
+		rec.Txns = append(rec.Txns, store.TxnProducer{SourcePID: p.SourcePID, TxnID: p.TxnID, PID: p.PID, Epoch: p.Epoch, NextSeq: p.NextSeq, Open: p.Open, FirstOffset: p.FirstOffset})
 	}
 	if r.rare != nil {
 		rec.StopAborted = slices.Clone(r.rare.stopAborted)

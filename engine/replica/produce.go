@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -161,19 +162,43 @@ func (r *Runner) produceSync(ctx context.Context, b []byte, base int64, count in
 // after all have been waited for, so nothing is left travelling unobserved.
 // Batches are resent while their outcome is unknown (complete) until one
 // fails for good; those behind it are only settled.
-func (r *Runner) drain(ctx context.Context) error { return r.drainWith(ctx, true) }
+func (r *Runner) drain(ctx context.Context) error { return r.drainWith(ctx, AppendRetries) }
 
 // settleAll waits for every in-flight batch without resending any: an
 // alignment follows, which reads where the log ends anyway.
-func (r *Runner) settleAll(ctx context.Context) error { return r.drainWith(ctx, false) }
+func (r *Runner) settleAll(ctx context.Context) error { return r.drainWith(ctx, 0) }
 
-func (r *Runner) drainWith(ctx context.Context, resend bool) error {
+// drainUntilKnown is drain for a stop: a batch whose outcome is unknown is
+// resent, the same bytes with the same producer id, epoch and sequence, for
+// as long as it takes to learn it, not AppendRetries times. Whatever is
+// recorded as the last mirrored offset after giving up may be below what
+// lands: on a real broker a batch the leader appended while its followers
+// lag lies above the high watermark, where neither ListOffsets nor a Fetch
+// shows it, and it appears later. Bumping the writer epoch first and then
+// reading the destination's end would not do: the bump fences what is
+// still to arrive, not what the leader already holds, and the end read is
+// the high watermark, still below it. A resend does learn it: the broker
+// deduplicates it and, with acks=all, answers only once the original is
+// replicated, with the offset it gave it; or, when a new leader lost the
+// original, it appends the batch at its offset. Either way the answer
+// says where the batch is. The stop waits on the destination only, which
+// it needs anyway; the resends are announced as they go (resend).
+func (r *Runner) drainUntilKnown(ctx context.Context) error {
+	return r.drainWith(ctx, resendUntilKnown)
+}
+
+// resendUntilKnown is the resend limit of drainUntilKnown: none.
+const resendUntilKnown = -1
+
+// drainWith drains, resending a batch whose outcome is unknown up to
+// retries times (resendUntilKnown: without limit).
+func (r *Runner) drainWith(ctx context.Context, retries int) error {
 	var first error
 	for len(r.inflight) > 0 {
 		f := r.popInflight()
 		var err error
-		if resend && first == nil {
-			err = r.complete(ctx, &f)
+		if retries != 0 && first == nil {
+			err = r.completeWith(ctx, &f, retries)
 		} else {
 			err = r.settle(ctx, f)
 		}
@@ -255,23 +280,31 @@ func (r *Runner) stop(ctx context.Context) error {
 	if err := r.settleRebuild(ctx); err != nil {
 		return err
 	}
-	if err := r.drain(ctx); err != nil && !isTransient(err) {
+	// Every batch that may still land is in the LME the stop records.
+	if err := r.drainUntilKnown(ctx); err != nil && !isTransient(err) {
 		r.emit(partition.SeverityWarn, "stopping: "+err.Error())
 	}
-	if err := r.abortOpen(ctx); err != nil {
-		return err
-	}
-	// The producer id batches above the last checkpoint may carry: the
-	// recorded one, before the first stop attempt took its topic's
+	// The producer ids batches above the last checkpoint may carry: the
+	// recorded writer, before the first stop attempt took its topic's
 	// identity (a different id after an id per partition, or when the
-	// broker expired it).
+	// broker expired it), and the mirrored transactions' mapped producers
+	// as the record listed them, before the aborts below close them.
 	var before int64
+	var txnPIDs []int64
 	if r.alignedAt == 0 {
 		rare := r.rarely()
 		if rare.stopEarlierWriter == 0 {
 			rare.stopEarlierWriter = r.writer.ProducerID
 		}
-		before = rare.stopEarlierWriter
+		for _, p := range r.openTxnProducers() {
+			if !slices.Contains(rare.stopTxnPIDs, p.PID) {
+				rare.stopTxnPIDs = append(rare.stopTxnPIDs, p.PID)
+			}
+		}
+		before, txnPIDs = rare.stopEarlierWriter, rare.stopTxnPIDs
+	}
+	if err := r.abortOpen(ctx); err != nil {
+		return err
 	}
 	b := backoff.Backoff{Policy: stopInitPolicy}
 	for !r.fenced {
@@ -294,7 +327,7 @@ func (r *Runner) stop(ctx context.Context) error {
 		// or started, while the source was away): its LME is the last
 		// checkpoint, and the destination may hold appends made after
 		// it. The STOPPED record must name the real one.
-		r.settleLME(ctx, before)
+		r.settleLME(ctx, before, txnPIDs)
 	}
 	// Last, once nothing of the mirror can land any more: the topic is
 	// reported writable (STOPPED) only after its guard is gone.

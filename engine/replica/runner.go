@@ -131,6 +131,11 @@ type runnerRare struct {
 	// a stop that never aligned first ran: its batches above the last
 	// checkpoint are the mirror's, also on a retry of the stop.
 	stopEarlierWriter int64
+	// stopTxnPIDs are the mapped producer ids of the mirrored
+	// transactions open when a stop that never aligned first ran: their
+	// data above the last checkpoint is the mirror's (settleLME), also on
+	// a retry of the stop, after its aborts closed them.
+	stopTxnPIDs []int64
 }
 
 // rarely returns the runner's rarely needed fields, allocating them.
@@ -139,6 +144,15 @@ func (r *Runner) rarely() *runnerRare {
 		r.rare = new(runnerRare)
 	}
 	return r.rare
+}
+
+// openTxnProducers are the partition's open mirrored transactions: its
+// mapper's, or before it has one those of the partition record.
+func (r *Runner) openTxnProducers() []txn.Producer {
+	if r.txm != nil {
+		return r.txm.Open()
+	}
+	return r.restoredTxns()
 }
 
 // restoredTxns are the mirrored transactions of the partition record, until

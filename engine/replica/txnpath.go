@@ -29,6 +29,55 @@ func (r *Runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 	if r.txm != nil {
 		return r.txm, nil
 	}
+	m, err := r.newMapper(ctx)
+	if err != nil {
+		if m == nil {
+			return nil, err
+		}
+		if err = r.forgetOwnAborts(ctx, m, err); err != nil {
+			return nil, r.txnError(err)
+		}
+	}
+	r.useMapper(m)
+	return m, nil
+}
+
+// stopMapper is mapper for a stop, which must not wait on the source
+// (DESIGN §5.1): the transactions the restore finds aborted on the
+// destination are not compared with the source (forgetOwnAborts fetches
+// the marker's offset there, which a stop with the source away retried for
+// as long as the outage lasted). Whether such an abort was kmirror's own
+// mirrored one, issued just before the engine died, or the coordinator's
+// on its timeout, the transaction is aborted on the destination, which is
+// all the stop needs: the mapper keeps the producer listed, aborted, so
+// AbortAll skips it and the stop records where it began (StopAborted).
+// kept is false then: the partition record keeps listing those producers,
+// and the next alignment, which reads the source anyway, tells the two
+// kinds of abort apart.
+func (r *Runner) stopMapper(ctx context.Context) (m *txn.Mapper, kept bool, err error) {
+	if r.txm != nil {
+		return r.txm, true, nil
+	}
+	m, err = r.newMapper(ctx)
+	if m == nil {
+		return nil, false, err
+	}
+	if err == nil {
+		r.useMapper(m)
+		return m, true, nil
+	}
+	for _, e := range flatten(err) {
+		if !errors.Is(e, txn.ErrAbortedByCoordinator) {
+			return nil, false, r.txnError(err)
+		}
+	}
+	return m, false, nil
+}
+
+// newMapper makes the partition's transaction mapper and continues the
+// transactions of the partition record with it: m is nil when it could
+// not be made (err says why), and err is otherwise Restore's.
+func (r *Runner) newMapper(ctx context.Context) (*txn.Mapper, error) {
 	timeout, err := r.deps.Dest.TxnTimeout(ctx)
 	if err != nil {
 		return nil, err
@@ -42,17 +91,17 @@ func (r *Runner) mapper(ctx context.Context) (*txn.Mapper, error) {
 	if err := r.deps.Gate.Wait(ctx); err != nil {
 		return nil, err
 	}
-	if err := m.Restore(ctx, r.restoredTxns()); err != nil {
-		if err = r.forgetOwnAborts(ctx, m, err); err != nil {
-			return nil, r.txnError(err)
-		}
-	}
+	return m, m.Restore(ctx, r.restoredTxns())
+}
+
+// useMapper makes m the partition's transaction mapper; the producers of
+// the partition record are its own from then on.
+func (r *Runner) useMapper(m *txn.Mapper) {
 	r.txm = m
 	r.stats.setTxns(true)
 	if r.rare != nil {
 		r.rare.restoredTxns = nil
 	}
-	return m, nil
 }
 
 // forgetOwnAborts settles the transactions a restore found aborted on the
@@ -173,7 +222,7 @@ func (r *Runner) appendControl(ctx context.Context, h batch.Header, b []byte) er
 // mirrored transactions changed, so a restart continues them.
 func (r *Runner) persistTxnsIfChanged(ctx context.Context) {
 	n := 0
-	for _, p := range r.txm.Open() {
+	for _, p := range r.openTxnProducers() {
 		if p.Open {
 			n++
 		}
@@ -209,28 +258,24 @@ func (r *Runner) txnError(err error) error {
 
 // abortOpen aborts every open mirrored transaction and waits for the
 // markers (stop/failover). Transactions the destination already aborted
-// are aborted all the same.
+// are aborted all the same. It needs only the destination (stopMapper).
 func (r *Runner) abortOpen(ctx context.Context) error {
-	if r.txm == nil {
-		if len(r.restoredTxns()) == 0 {
-			return nil
-		}
-		if _, err := r.mapper(ctx); err != nil && !errors.Is(err, ErrTxnAborted) {
-			return err
-		}
-		if r.txm == nil {
-			return nil
-		}
+	if r.txm == nil && len(r.restoredTxns()) == 0 {
+		return nil
+	}
+	m, kept, err := r.stopMapper(ctx)
+	if err != nil {
+		return err
 	}
 	if err := r.deps.Gate.Wait(ctx); err != nil {
 		return err
 	}
 	// Where each open transaction began: A may have committed what B
 	// now aborts, and a failback must know from where (StopAborted).
-	open := r.txm.Open()
+	open := m.Open()
 	actx, cancel := context.WithTimeout(ctx, markerTimeout)
 	defer cancel()
-	n, err := r.txm.AbortAll(actx)
+	n, err := m.AbortAll(actx)
 	var first []int64
 	for _, p := range open {
 		if p.FirstOffset < 0 || slices.Contains(first, p.FirstOffset) {
@@ -238,7 +283,7 @@ func (r *Runner) abortOpen(ctx context.Context) error {
 		}
 		// A commit of ours whose answer the stop cut off is committed
 		// on B as on A: nothing of it is lost.
-		if committed, cerr := r.txm.Committed(actx, p.PID, p.FirstOffset); cerr == nil && committed {
+		if committed, cerr := m.Committed(actx, p.PID, p.FirstOffset); cerr == nil && committed {
 			continue
 		}
 		first = append(first, p.FirstOffset)
@@ -248,6 +293,11 @@ func (r *Runner) abortOpen(ctx context.Context) error {
 		rare.stopAborted = append(rare.stopAborted, first...)
 		slices.Sort(rare.stopAborted)
 		rare.stopAborted = slices.Compact(rare.stopAborted)
+	}
+	if !kept {
+		// What the destination aborted before the stop stays in the
+		// record as it was (stopMapper); what the stop aborted is closed.
+		r.rarely().restoredTxns = m.Open()
 	}
 	if err != nil && !errors.Is(err, txn.ErrAbortedByCoordinator) {
 		return fmt.Errorf("abort open mirrored transactions: %w", err)

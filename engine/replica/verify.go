@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,6 +13,7 @@ import (
 	"github.com/kmirror/kmirror/engine/batch"
 	"github.com/kmirror/kmirror/engine/fetch"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/txn"
 )
 
 // Verification: the contract of alignment.
@@ -322,12 +324,26 @@ func splitFrom(records []byte, offset int64) ([]rawBatch, int64, error) {
 
 // settleLME moves the LME of a partition this instance never aligned up to
 // the destination's log end, over the batches appended after the last
-// checkpoint: those kmirror wrote (its writer identity, or a mirrored
-// transaction's). It needs only the destination, so a stop with the source
-// gone records the offset the destination really holds; their source epoch
-// is not known there, so the LME's epoch is then unknown (-1). A batch
-// kmirror did not write ends the walk, loudly.
-func (r *Runner) settleLME(ctx context.Context, earlierWriter int64) {
+// checkpoint that are the source's records as kmirror mirrored them: plain
+// batches of its writer identity (now, or earlierWriter), a mirrored
+// transaction's data (its mapped producer ids, txnPIDs, as the partition
+// record listed them before the stop), and a commit marker of one of those
+// producers (only kmirror's own EndTxn for a source commit writes one). It
+// needs only the destination, so a stop with the source gone records the
+// offset the destination really holds; their source epoch is not known
+// there, so the LME's epoch is then unknown (-1).
+//
+// An abort marker of a mapped producer is never the LME by itself: the
+// stop's own abort of an open transaction (abortOpen, just before) writes
+// one, and so does the destination's coordinator when a transaction
+// outlived its timeout; neither is a source record, and the destination
+// alone cannot tell a mirrored source abort from them. A mirrored batch
+// after such a marker moves the LME past it (it landed at the source's
+// offset, so the marker was the source's). A batch kmirror did not write
+// (a foreign producer's, transactional or not) ends the walk, loudly: the
+// LME is the offset of the last source record on the destination (DESIGN
+// §5.4, I3), never a marker kmirror wrote itself or a foreign batch.
+func (r *Runner) settleLME(ctx context.Context, earlierWriter int64, txnPIDs []int64) {
 	last := r.mirrored
 	rt, err := r.deps.Dest.Route(ctx, r.topic, r.partition, r.deps.Now())
 	if err == nil {
@@ -351,14 +367,17 @@ func (r *Runner) settleLME(ctx context.Context, earlierWriter int64) {
 			if d.h.BaseOffset >= end {
 				break
 			}
-			mine := d.h.ProducerID > 0 && (d.h.ProducerID == r.writer.ProducerID || d.h.ProducerID == earlierWriter)
-			if !d.h.IsTransactional() && !mine {
+			kind := r.mirroredBatch(d, earlierWriter, txnPIDs)
+			if kind == batchForeign {
 				r.emit(partition.SeverityError, fmt.Sprintf("stopping: the destination holds records kmirror did not write after offset %d (first at offset %d, producer id %d); the recorded last mirrored offset is %d",
 					ours, d.h.BaseOffset, d.h.ProducerID, ours))
 				off = end
 				break
 			}
-			ours, off = d.h.LastOffset(), d.h.NextOffset()
+			if kind == batchMirrored {
+				ours = d.h.LastOffset()
+			}
+			off = d.h.NextOffset()
 		}
 		if off == before {
 			break
@@ -368,4 +387,35 @@ func (r *Runner) settleLME(ctx context.Context, earlierWriter int64) {
 		r.verifiedTo(ours, -1, ours)
 		r.emit(partition.SeverityInfo, fmt.Sprintf("stopping: last mirrored offset %d read from the destination (checkpoint %d)", ours, last))
 	}
+}
+
+// settled is what settleLME makes of one destination batch above the
+// checkpoint.
+type settled int
+
+const (
+	batchMirrored settled = iota // a source record as kmirror mirrored it: the LME moves to its end
+	batchMarker                  // an abort marker of kmirror's producers: maybe not the source's
+	batchForeign                 // not written by kmirror
+)
+
+// mirroredBatch classifies d for settleLME.
+func (r *Runner) mirroredBatch(d rawBatch, earlierWriter int64, txnPIDs []int64) settled {
+	pid := d.h.ProducerID
+	writer := pid > 0 && (pid == r.writer.ProducerID || pid == earlierWriter)
+	mapped := pid > 0 && d.h.IsTransactional() && slices.Contains(txnPIDs, pid)
+	switch {
+	case d.h.IsControl() && mapped:
+		if commit, err := txn.ParseControl(d.b); err == nil && commit {
+			return batchMirrored
+		}
+		return batchMarker
+	case d.h.IsControl() && writer:
+		return batchMarker // a fence of the writer identity (an empty transaction aborted)
+	case d.h.IsControl():
+		return batchForeign
+	case mapped, writer && !d.h.IsTransactional():
+		return batchMirrored
+	}
+	return batchForeign
 }
