@@ -197,8 +197,10 @@ func TestStopDuringAResendKeepsTheBatchInTheLME(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ends[0] != 30 || recs[0].LastOffset != ends[0]-1 {
-		t.Fatalf("last/0 STOPPED with last mirrored offset %d, destination end %d (want 29 and 30)", recs[0].LastOffset, ends[0])
+	// 30: the stop's fence marker (the writer's epoch written) follows
+	// the last batch.
+	if ends[0] != 31 || recs[0].LastOffset != 29 {
+		t.Fatalf("last/0 STOPPED with last mirrored offset %d, destination end %d (want 29 and 31, the stop's fence marker at 30)", recs[0].LastOffset, ends[0])
 	}
 	e.assertIdentical("last")
 }
@@ -276,8 +278,8 @@ func TestStopResendsUntilTheOutcomeIsKnown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ends[0] != 200 || ps.LastOffset != ends[0]-1 {
-		t.Fatalf("stophold/0 STOPPED with last mirrored offset %d, destination end %d once the hold is over (want 199 and 200; %d answers lost)", ps.LastOffset, ends[0], lost)
+	if ends[0] != 201 || ps.LastOffset != 199 {
+		t.Fatalf("stophold/0 STOPPED with last mirrored offset %d, destination end %d once the hold is over (want 199 and 201, the stop's fence marker at 200; %d answers lost)", ps.LastOffset, ends[0], lost)
 	}
 	if lost != 2*engine.AppendRetries+3 {
 		t.Fatalf("%d answers lost, want %d: the stop did not learn the outcome from a resend's answer", lost, 2*engine.AppendRetries+3)

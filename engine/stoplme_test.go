@@ -74,8 +74,8 @@ func TestStopLMEIsNotItsOwnAbortMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ends[0] != 12 {
-		t.Fatalf("destination end %d after the stop, want 12 (the stop's abort marker at 11)", ends[0])
+	if ends[0] != 13 {
+		t.Fatalf("destination end %d after the stop, want 13 (the stop's abort marker at 11, its fence marker at 12)", ends[0])
 	}
 	if rec.LastOffset != 10 || !slices.Equal(rec.StopAborted, []int64{6}) {
 		t.Fatalf("STOPPED with last mirrored offset %d and aborted transactions from %v, want 10 (the last source record, not the stop's abort marker at 11) and [6]", rec.LastOffset, rec.StopAborted)
@@ -173,8 +173,8 @@ func TestStopWithSourceGoneAfterTheDestinationAbortedATxn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ends[0] != 12 || rec.LastOffset != 10 || !slices.Equal(rec.StopAborted, []int64{6}) {
-				t.Fatalf("STOPPED with last mirrored offset %d, aborted transactions from %v, destination end %d; want 10, [6] and 12", rec.LastOffset, rec.StopAborted, ends[0])
+			if ends[0] != 13 || rec.LastOffset != 10 || !slices.Equal(rec.StopAborted, []int64{6}) {
+				t.Fatalf("STOPPED with last mirrored offset %d, aborted transactions from %v, destination end %d; want 10, [6] and 13 (the stop's fence marker at 12)", rec.LastOffset, rec.StopAborted, ends[0])
 			}
 			if lso := lastStable(t, e.dst, "ledger"); lso[0] != ends[0] {
 				t.Fatalf("destination last stable offset %d, log end %d", lso[0], ends[0])

@@ -69,7 +69,7 @@ func TestStopKeepsTheEpochItFenced(t *testing.T) {
 	}
 	for _, p := range e.partitions() {
 		if p.WriterEpoch != epochs[p.Partition] {
-			t.Fatalf("orders/%d: writer epoch %d after the stop, %d before", p.Partition, p.WriterEpoch, epochs[p.Partition])
+			t.Fatalf("orders/%d: writer epoch %d after the stop, %d before (the stop's fence writes the epoch it has)", p.Partition, p.WriterEpoch, epochs[p.Partition])
 		}
 	}
 	e.assertIdentical("orders")

@@ -255,6 +255,12 @@ func CompareBatches(ctx context.Context, src, dst *kgo.Client, topic string, p i
 	if err != nil {
 		return 0, fmt.Errorf("destination: %w", err)
 	}
+	if len(db) > len(sb) {
+		if err := fenceMarkers(db, db[len(sb):]); err != nil {
+			return 0, fmt.Errorf("%s/%d: source has %d batches, destination %d: %w", topic, p, len(sb), len(db), err)
+		}
+		db = db[:len(sb)]
+	}
 	if len(sb) != len(db) {
 		return 0, fmt.Errorf("%s/%d: source has %d batches, destination %d", topic, p, len(sb), len(db))
 	}
@@ -286,6 +292,38 @@ func CompareBatches(ctx context.Context, src, dst *kgo.Client, topic string, p i
 		}
 	}
 	return len(sb), nil
+}
+
+// fenceMarkers checks that the destination's batches past the source's
+// last, extra, are the markers of a stop's fence: abort markers of empty
+// transactions, by a producer that wrote no transactional data in all of
+// the destination's batches, all. kmirror writes one on each partition it
+// stops, with its writer identity, so that a broker which learns producer
+// epochs at the first write fences older writers. A stray marker of a
+// mirrored transaction (data of its producer before it) is no fence.
+func fenceMarkers(all, extra []RawBatch) error {
+	txnData := map[int64]bool{}
+	for _, b := range all {
+		if b.Header.IsTransactional() && !b.Header.IsControl() {
+			txnData[b.Header.ProducerID] = true
+		}
+	}
+	for _, b := range extra {
+		if !b.Header.IsControl() {
+			return fmt.Errorf("a data batch at %d the source does not have", b.Header.BaseOffset)
+		}
+		key, err := controlKey(b.Payload)
+		if err != nil {
+			return fmt.Errorf("control batch at %d: %w", b.Header.BaseOffset, err)
+		}
+		if len(key) < 4 || key[3] != 0 {
+			return fmt.Errorf("a commit marker at %d the source does not have", b.Header.BaseOffset)
+		}
+		if txnData[b.Header.ProducerID] {
+			return fmt.Errorf("an abort marker at %d of producer %d, which wrote transactional data here: no stop's fence", b.Header.BaseOffset, b.Header.ProducerID)
+		}
+	}
+	return nil
 }
 
 // controlKey returns the key (version, commit/abort type) of a control

@@ -277,6 +277,9 @@ var stopInitPolicy = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1600 *
 // nothing there; a bump per partition was a stop's whole time at scale.)
 func (r *Runner) stop(ctx context.Context) error {
 	r.dropFetch()
+	// The topic's fence round waits for this partition's drain.
+	drained := r.tc.Writer.stopBegins()
+	defer drained()
 	if err := r.settleRebuild(ctx); err != nil {
 		return err
 	}
@@ -321,6 +324,10 @@ func (r *Runner) stop(ctx context.Context) error {
 		if !r.wait(ctx, b.Next(r.deps.Jitter)) {
 			return ctx.Err()
 		}
+	}
+	// The epoch reaches the partition's leader with a write (fence.go).
+	if err := r.writeEpoch(ctx, drained); err != nil {
+		return err
 	}
 	if r.alignedAt == 0 {
 		// This instance never aligned the partition (it took it over,

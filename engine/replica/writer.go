@@ -35,6 +35,15 @@ type TopicWriter struct {
 	// next fence bumps, and a refused epoch is taken for this instance's
 	// own bump until one succeeds.
 	unsure bool
+	// The stop's fence rounds (fence.go): next gathers the partitions
+	// of the round to come, fencing is set while a partition runs them.
+	next    *fenceRound
+	fencing bool
+	// draining counts the partitions in a stop that have not reached
+	// its fence: a round waits for them (their last appends still go
+	// with the epoch the round ends), changed is closed at each change.
+	draining int
+	changed  chan struct{}
 }
 
 // fence returns the identity a partition appends with next. had is the
