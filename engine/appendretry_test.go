@@ -149,6 +149,39 @@ func TestSixLostAnswersAboveTheHighWatermarkLandOnce(t *testing.T) {
 	}
 }
 
+// TestRealignAfterLostAnswersAdoptsItsOwnBatch: every answer of an append
+// of partition 0 is lost with the high watermark held before the batch,
+// and the destination cannot say whether it landed (DescribeProducers
+// fails), so the partition realigns on the held log end; the followers
+// catch up while it fences its writer, and the log end it reads then is
+// past the batch. That batch is kmirror's own: the alignment verifies it
+// against the source and adopts it, and the partition mirrors on,
+// identical, with no duplicate. Before, the fence took the moved log end
+// for a foreign write and the partition went FAILED for good.
+func TestRealignAfterLostAnswersAdoptsItsOwnBatch(t *testing.T) {
+	e, hold := newHoldEnv(t)
+	holdMirrored(t, e, hold, "adopt", 1+engine.AppendRetries)
+	e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DescribeProducers}, Topic: "adopt", Count: -1})
+	var bumps atomic.Int64
+	e.dst.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.dst.KeepControl()
+		if hold.Dropped() >= 1+engine.AppendRetries && hold.Held() >= 0 {
+			bumps.Add(1)
+			hold.Release() // the followers caught up during the epoch bump
+		}
+		return nil, nil, false
+	})
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "adopt", 3, 100, "second")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return bumps.Load() > 0, fmt.Sprintf("%d of %d produce answers lost, no epoch bump after them yet", hold.Dropped(), 1+engine.AppendRetries)
+	})
+	enginetest.Produce(t, cl, "adopt", 3, 100, "third")
+	waitMirroringAt(t, e, "adopt", 0, 300)
+	e.waitCaughtUp("adopt")
+	e.assertIdentical("adopt")
+}
+
 // waitLanded waits for the event of partition p of topic that a batch
 // landed though its answers were lost, failing at once if the partition
 // goes FAILED.
