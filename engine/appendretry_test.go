@@ -85,14 +85,17 @@ func TestLostAnswerAboveHWMIsResent(t *testing.T) {
 }
 
 // TestLostAnswersExhaustRetries: every resend's answer is lost too, with
-// the high watermark held before the first batch. The partition falls back
-// to alignment, which reads the held (too low) log end; the next append
-// then lands after the batch that was in fact in the log, and its answer's
-// offset says so: the partition is FAILED with the offsets, loudly, never
-// mirroring on with a silent duplicate.
+// the high watermark held before the first batch, and the destination
+// cannot say whether the batch landed (DescribeProducers fails, as on a
+// broker before Kafka 3.0). The partition falls back to alignment, which
+// reads the held (too low) log end; the next append then lands after the
+// batch that was in fact in the log, and its answer's offset says so: the
+// partition is FAILED with the offsets, loudly, never mirroring on with a
+// silent duplicate.
 func TestLostAnswersExhaustRetries(t *testing.T) {
 	e, hold := newHoldEnv(t)
 	holdMirrored(t, e, hold, "lost", 1+engine.AppendRetries)
+	e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DescribeProducers}, Topic: "lost", Count: -1})
 	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
 	enginetest.Produce(t, cl, "lost", 3, 100, "second")
 	ps := e.waitState("lost", 0, partition.Failed)
@@ -111,6 +114,109 @@ func TestLostAnswersExhaustRetries(t *testing.T) {
 			}
 		}
 		return true, ""
+	})
+}
+
+// TestSixLostAnswersAboveTheHighWatermarkLandOnce: an append of partition 0
+// is applied and its answer lost, and so are the answers of all its
+// resends, with the high watermark held before the batch (ListOffsets does
+// not show it), as on a broker whose followers lag. When the resends run
+// out, the destination leader's producer state (DescribeProducers) shows
+// the writer's sequence past the batch's: it landed, and the partition goes
+// on from after it without realigning. Before, it realigned on the held log
+// end and appended the batch a second time, then went FAILED on the
+// answer's offset (a "foreign write" that was its own batch).
+func TestSixLostAnswersAboveTheHighWatermarkLandOnce(t *testing.T) {
+	e, hold := newHoldEnv(t)
+	epoch := holdMirrored(t, e, hold, "landonce", 1+engine.AppendRetries)
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "landonce", 3, 100, "second")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return hold.Dropped() >= 1+engine.AppendRetries, fmt.Sprintf("%d of %d produce answers lost", hold.Dropped(), 1+engine.AppendRetries)
+	})
+	waitLanded(t, e, "landonce", 0)
+	// The next append's answer goes through: the followers caught up.
+	enginetest.Produce(t, cl, "landonce", 3, 100, "third")
+	waitMirroringAt(t, e, "landonce", 0, 300)
+	e.waitCaughtUp("landonce")
+	e.assertIdentical("landonce")
+	if h := hold.Held(); h >= 0 {
+		t.Fatalf("high watermark still held at %d: no later append was acknowledged", h)
+	}
+	ps, _ := e.snapshotOf("landonce", 0)
+	if ps.WriterEpoch != epoch {
+		t.Fatalf("writer epoch %d, was %d: the partition realigned instead of taking the landing", ps.WriterEpoch, epoch)
+	}
+}
+
+// TestRealignAfterLostAnswersAdoptsItsOwnBatch: every answer of an append
+// of partition 0 is lost with the high watermark held before the batch,
+// and the destination cannot say whether it landed (DescribeProducers
+// fails), so the partition realigns on the held log end; the followers
+// catch up while it fences its writer, and the log end it reads then is
+// past the batch. That batch is kmirror's own: the alignment verifies it
+// against the source and adopts it, and the partition mirrors on,
+// identical, with no duplicate. Before, the fence took the moved log end
+// for a foreign write and the partition went FAILED for good.
+func TestRealignAfterLostAnswersAdoptsItsOwnBatch(t *testing.T) {
+	e, hold := newHoldEnv(t)
+	holdMirrored(t, e, hold, "adopt", 1+engine.AppendRetries)
+	e.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DescribeProducers}, Topic: "adopt", Count: -1})
+	var bumps atomic.Int64
+	e.dst.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.dst.KeepControl()
+		if hold.Dropped() >= 1+engine.AppendRetries && hold.Held() >= 0 {
+			bumps.Add(1)
+			hold.Release() // the followers caught up during the epoch bump
+		}
+		return nil, nil, false
+	})
+	cl := e.src.Client(t, enginetest.ProducerOpts("zstd", true)...)
+	enginetest.Produce(t, cl, "adopt", 3, 100, "second")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		return bumps.Load() > 0, fmt.Sprintf("%d of %d produce answers lost, no epoch bump after them yet", hold.Dropped(), 1+engine.AppendRetries)
+	})
+	enginetest.Produce(t, cl, "adopt", 3, 100, "third")
+	waitMirroringAt(t, e, "adopt", 0, 300)
+	e.waitCaughtUp("adopt")
+	e.assertIdentical("adopt")
+}
+
+// waitLanded waits for the event of partition p of topic that a batch
+// landed though its answers were lost, failing at once if the partition
+// goes FAILED.
+func waitLanded(t *testing.T, e *env, topic string, p int32) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-e.eng.Events():
+			if ev.Topic == topic && ev.Partition == p && strings.Contains(ev.Message, "landed though its answers were lost") {
+				return
+			}
+		case <-tick.C:
+			if ps, ok := e.snapshotOf(topic, p); ok && ps.State == partition.Failed {
+				t.Fatalf("%s/%d FAILED (retryable %v): %s", topic, p, ps.Retryable, ps.Error)
+			}
+		case <-deadline.C:
+			t.Fatalf("%s/%d: no event within 30s that a batch landed though its answers were lost", topic, p)
+		}
+	}
+}
+
+// waitMirroringAt waits until partition p of topic is MIRRORING with the
+// destination at end, failing at once if it goes FAILED.
+func waitMirroringAt(t *testing.T, e *env, topic string, p int32, end int64) {
+	t.Helper()
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		ps, ok := e.snapshotOf(topic, p)
+		if ok && ps.State == partition.Failed {
+			t.Fatalf("%s/%d FAILED (retryable %v): %s", topic, p, ps.Retryable, ps.Error)
+		}
+		return ok && ps.State == partition.Mirroring && ps.DestLogEnd == end, fmt.Sprintf("%s/%d is %s at %d: %s", topic, p, ps.State, ps.DestLogEnd, ps.Error)
 	})
 }
 

@@ -3,7 +3,9 @@ package enginetest
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -23,6 +25,12 @@ import (
 // through (with acks=all that means the followers caught up), or at
 // Release. Pass Listen to the cluster with kfake.ListenFn.
 //
+// It also answers DescribeProducers for the partition as a real broker
+// does: kfake lists only producers with an open transaction there, a real
+// leader every producer with state on the partition (idempotent ones too),
+// and from its log, above the high watermark too. The hold adds what it saw
+// applied of the others.
+//
 // It parses the Kafka framing itself, because a kfake control function can
 // only answer a request in place of the cluster or let the cluster answer
 // it, not both: it cannot have a Produce applied and then lose the answer.
@@ -35,10 +43,20 @@ type HWMHold struct {
 	drops     int   // Produce answers still to lose
 	dropped   int   // Produce answers lost so far
 	held      int64 // the high watermark shown for the partition, -1 when none is held
+	// producers is the state of each producer that the partition applied
+	// a batch of since Arm, by producer id.
+	producers map[int64]producerState
+}
+
+// producerState is what a leader keeps of one producer on a partition.
+type producerState struct {
+	epoch         int16
+	lastSequence  int32
+	lastTimestamp int64
 }
 
 // NewHWMHold returns a hold on no partition yet (Arm).
-func NewHWMHold() *HWMHold { return &HWMHold{held: -1} }
+func NewHWMHold() *HWMHold { return &HWMHold{held: -1, producers: make(map[int64]producerState)} }
 
 // Arm targets partition p of topic (whose id on the cluster is id: newer
 // Produce and Fetch versions name topics by id) and loses the answers to
@@ -97,6 +115,10 @@ func (l *hwmListener) Accept() (net.Conn, error) {
 type reqInfo struct {
 	key, version int16
 	latest       bool // a ListOffsets asking the partition's latest offset
+	// produced is the producer state a Produce's batch for the
+	// partition leaves once applied, for producerID (-1: none).
+	produced   producerState
+	producerID int64
 }
 
 // hwmConn is the cluster's side of one client connection: Read sees the
@@ -156,7 +178,7 @@ func (c *hwmConn) noteRequest(frame []byte) {
 		return
 	}
 	switch kmsg.Key(h.Key) {
-	case kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets:
+	case kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets, kmsg.DescribeProducers:
 	default:
 		return
 	}
@@ -212,8 +234,14 @@ func (h *HWMHold) names(req kmsg.Request) (reqInfo, bool) {
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
 				if h.isTopic(t.Topic, t.TopicID) && p.Partition == h.partition {
-					return reqInfo{}, true
+					return producedBy(p.Records), true
 				}
+			}
+		}
+	case *kmsg.DescribeProducersRequest:
+		for _, t := range req.Topics {
+			if h.isTopic(t.Topic, [16]byte{}) && slices.Contains(t.Partitions, h.partition) {
+				return reqInfo{}, true
 			}
 		}
 	case *kmsg.FetchRequest:
@@ -248,6 +276,11 @@ func (h *HWMHold) rewrite(resp kmsg.Response, info reqInfo) (changed, lose bool)
 				if !h.isTopic(t.Topic, t.TopicID) || p.Partition != h.partition || p.ErrorCode != 0 {
 					continue
 				}
+				if info.producerID >= 0 {
+					// Applied: the leader's producer state has it,
+					// answered or not.
+					h.producers[info.producerID] = info.produced
+				}
 				if h.drops > 0 {
 					// Applied, unanswered: the high watermark stays
 					// before the batch (or before an earlier one
@@ -260,6 +293,16 @@ func (h *HWMHold) rewrite(resp kmsg.Response, info reqInfo) (changed, lose bool)
 					return false, true
 				}
 				h.held = -1 // acknowledged: the followers have it all
+			}
+		}
+	case *kmsg.DescribeProducersResponse:
+		for i := range resp.Topics {
+			t := &resp.Topics[i]
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				if h.isTopic(t.Topic, [16]byte{}) && p.Partition == h.partition && p.ErrorCode == 0 {
+					changed = h.addProducers(p) || changed
+				}
 			}
 		}
 	case *kmsg.ListOffsetsResponse:
@@ -310,4 +353,45 @@ func below(b []byte, end int64) []byte {
 		n += size
 	}
 	return b[:n]
+}
+
+// producedBy returns the producer state a Produce's records leave once
+// applied, producerID -1 when they carry none.
+func producedBy(records []byte) reqInfo {
+	const headerSize = 61
+	if len(records) < headerSize {
+		return reqInfo{producerID: -1}
+	}
+	id := int64(binary.BigEndian.Uint64(records[43:]))
+	if id < 0 {
+		return reqInfo{producerID: -1}
+	}
+	base := int32(binary.BigEndian.Uint32(records[53:]))
+	count := int32(binary.BigEndian.Uint32(records[57:]))
+	last := int64(base) + int64(count) - 1
+	if last > math.MaxInt32 {
+		last -= math.MaxInt32 + 1 // sequences wrap to 0 past MaxInt32
+	}
+	return reqInfo{producerID: id, produced: producerState{
+		epoch:         int16(binary.BigEndian.Uint16(records[51:])),
+		lastSequence:  int32(last),
+		lastTimestamp: int64(binary.BigEndian.Uint64(records[35:])),
+	}}
+}
+
+// addProducers adds to p the producers the hold saw applied that the
+// cluster did not list.
+func (h *HWMHold) addProducers(p *kmsg.DescribeProducersResponseTopicPartition) bool {
+	var changed bool
+	for id, st := range h.producers {
+		if slices.ContainsFunc(p.ActiveProducers, func(a kmsg.DescribeProducersResponseTopicPartitionActiveProducer) bool { return a.ProducerID == id }) {
+			continue
+		}
+		a := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		a.ProducerID, a.ProducerEpoch = id, int32(st.epoch)
+		a.LastSequence, a.LastTimestamp = st.lastSequence, st.lastTimestamp
+		p.ActiveProducers = append(p.ActiveProducers, a)
+		changed = true
+	}
+	return changed
 }

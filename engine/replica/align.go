@@ -205,7 +205,17 @@ func (r *Runner) fence(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if end != r.pos {
+	switch {
+	case end > r.pos:
+		// Not yet a foreign write: on a broker whose high watermark
+		// trails its log end, the end alignment read can be below a
+		// batch of kmirror's own (an append whose answers were lost)
+		// that the followers have copied since. Alignment again
+		// verifies what lies there: kmirror's batches, identical to the
+		// source's, are adopted; anything else fails there, with the
+		// offsets.
+		return fmt.Errorf("%w: %s/%d: the destination log end moved from %d to %d while the writer was fenced", errRealign, r.topic, r.partition, r.pos, end)
+	case end < r.pos:
 		return r.foreignWrite(r.pos, end, "its log end after the writer was fenced")
 	}
 	return nil

@@ -39,14 +39,17 @@ var (
 // watermark, where ListOffsets does not show it, and an append at the end
 // it shows would land after it, a second time.
 //
-// Only when the resends run out, or the writer itself must change, does
-// the partition go to alignment (errRealign), which bumps the writer epoch
-// so that a batch still travelling under the old one is fenced. What makes
-// that safe is the alignment's verification, not the log end it reads:
-// every destination batch above the last checkpoint must match the
-// source's and carry kmirror's writer identity; and a batch that was in
-// the log but hidden above the high watermark turns the next append's
-// answer into an OffsetMismatchError, never a silent duplicate.
+// When the resends run out, the destination leader's producer state says
+// whether the batch landed (askLanded): one that did is taken and the
+// partition goes on. Only when it cannot tell, or the batch did not land,
+// or the writer itself must change, does the partition go to alignment
+// (errRealign), which bumps the writer epoch so that a batch still
+// travelling under the old one is fenced. What makes that safe is the
+// alignment's verification, not the log end it reads: every destination
+// batch above the last checkpoint must match the source's and carry
+// kmirror's writer identity; and a batch that was in the log but hidden
+// above the high watermark turns the next append's answer into an
+// OffsetMismatchError, never a silent duplicate.
 func (r *Runner) complete(ctx context.Context, f *inflight) error {
 	return r.completeWith(ctx, f, AppendRetries)
 }
@@ -61,6 +64,9 @@ func (r *Runner) completeWith(ctx context.Context, f *inflight, retries int) err
 				r.stats.clearError()
 			}
 		}
+	}
+	if errors.Is(err, errUnknownOutcome) && ctx.Err() == nil {
+		err = r.askLanded(ctx, *f, err)
 	}
 	if cutShort(ctx, err) {
 		return err // not failed: the batch stays to be settled (completeHeld)

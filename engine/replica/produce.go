@@ -109,7 +109,12 @@ func (r *Runner) completeOnce(ctx context.Context, f inflight, resent bool) erro
 	if p.BaseOffset != f.base {
 		return r.foreignWrite(f.base, p.BaseOffset, "the offset a Produce answer gave")
 	}
-	r.deps.Events.Appended(f.fetchedAt, f.issuedAt, f.call.CompletedAt())
+	return r.took(ctx, f, f.call.CompletedAt())
+}
+
+// took records f as landed at f.base, acknowledged at ackedAt.
+func (r *Runner) took(ctx context.Context, f inflight, ackedAt time.Time) error {
+	r.deps.Events.Appended(f.fetchedAt, f.issuedAt, ackedAt)
 	r.acked = f.next
 	r.landed(f.base, f.next, f.epoch, int64(len(f.b)), f.maxTs, f.epoch < 0)
 	if r.st.State == partition.Mirroring && r.st.Attempt > 0 {
