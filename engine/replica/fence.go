@@ -201,8 +201,10 @@ func (r *Runner) writeEpoch(ctx context.Context, drained func()) error {
 // topic's partitions still settling their last batches. These requests
 // carry their own version caps, so they go to the coordinator directly.
 type (
-	addPartitionsV3 struct{ *kmsg.AddPartitionsToTxnRequest }
-	endTxnV4        struct{ *kmsg.EndTxnRequest }
+	addPartitionsV3 struct {
+		*kmsg.AddPartitionsToTxnRequest
+	}
+	endTxnV4 struct{ *kmsg.EndTxnRequest }
 )
 
 func (addPartitionsV3) MaxVersion() int16 { return 3 }
