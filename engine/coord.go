@@ -96,7 +96,7 @@ func (e *Engine) Join(ctx context.Context) error {
 		return err
 	}
 	c.w = store.NewWriter(c.wcl)
-	c.sink = replica.NewStateSink(c.w)
+	c.sink = replica.NewStateSink(c.w, c.e.gate.Lease)
 	if c.reader, err = kgo.NewClient(append(slices.Clone(base),
 		kgo.ConsumeTopics(store.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), noFetchSession)...); err != nil {
 		c.wcl.Close()

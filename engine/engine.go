@@ -141,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	// mirror's routes and for listing destination offsets.
 	dst.leaders = newMetaCache(dst, []string{}, cfg.Now)
 	e.conns = replica.NewConns(dst.brokerAddrs, wire.Options{ClientID: cfg.Instance, TLS: cfg.DestinationTLS, SASL: cfg.DestinationSASL, ResponseTimeout: cfg.RequestTimeout / 2})
-	e.sinks = replica.NewSinks(e.conns, cfg.RequestTimeout)
+	e.sinks = replica.NewSinks(e.conns, cfg.RequestTimeout, e.gate.Allowed)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.events = newEventQueue(e.ctx, &e.wg, 10_000)
 	return e, nil

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -73,6 +74,39 @@ func (g *ownerGate) arm(session time.Duration) {
 // source cluster's) is always open.
 func (g *ownerGate) Allowed() bool {
 	return g == nil || g.since() < g.openUntil.Load()
+}
+
+// errNotOwner drops one of the instance's own writes while the gate is
+// closed.
+var errNotOwner = errors.New("not written: this instance may no longer own its shards (its group session is in doubt)")
+
+// leased is Lease for one write of the engine's metadata, group or write
+// guard sync: it fails with errNotOwner at once while the gate is closed.
+func (g *ownerGate) leased(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if !g.Allowed() {
+		return ctx, func() {}, errNotOwner
+	}
+	lctx, cancel := g.Lease(ctx)
+	return lctx, cancel, nil
+}
+
+// Lease returns a context that ends when the instance's present right to
+// write does: a write handed to a client with it is dropped if it is not
+// on the wire by then (kgo fails a record whose context ended before its
+// batch is written, and sends no retry of a request after it), so nothing
+// an instance the group may have replaced queued lands late. It ends at
+// once while the gate is closed, and never for an engine that is no
+// instance. A lease is taken per write: the gate opens further with each
+// answered heartbeat.
+func (g *ownerGate) Lease(ctx context.Context) (context.Context, context.CancelFunc) {
+	if g == nil {
+		return context.WithCancel(ctx)
+	}
+	until := g.openUntil.Load()
+	if until == math.MaxInt64 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, g.start.Add(time.Duration(until)))
 }
 
 // wait returns once the instance may write, or with ctx's error: a runner

@@ -63,3 +63,38 @@ func TestOwnerGate(t *testing.T) {
 		t.Fatal("resumed twice")
 	}
 }
+
+// TestGateLeaseEndsWithTheRightToWrite: a write's lease ends where the
+// gate closes by itself (half a session after the last answered
+// membership request was sent), ends at once while the gate is closed
+// (leased refuses the write with errNotOwner), and never ends for an
+// engine that is no instance. A record handed to a client with it is
+// dropped if it is not on the wire by then.
+func TestGateLeaseEndsWithTheRightToWrite(t *testing.T) {
+	g := newGate()
+	ctx, cancel := g.Lease(context.Background())
+	if _, ok := ctx.Deadline(); ok {
+		t.Fatal("a lease of an engine that joined nothing ends")
+	}
+	cancel()
+	g.arm(10 * time.Second)
+	ctx, cancel = g.Lease(context.Background())
+	dl, ok := ctx.Deadline()
+	cancel()
+	want := g.start.Add(time.Duration(g.lastSent) + g.bound)
+	if !ok || !dl.Equal(want) {
+		t.Fatalf("lease ends at %v (%v), want %v, half a session after the last answer was sent", dl, ok, want)
+	}
+	g.mu.Lock()
+	g.lastSent = g.since() - int64(6*time.Second)
+	g.openUntil.Store(g.lastSent + int64(g.bound))
+	g.mu.Unlock()
+	ctx, cancel = g.Lease(context.Background())
+	defer cancel()
+	if ctx.Err() == nil {
+		t.Fatal("a lease taken with the gate closed has not ended")
+	}
+	if _, _, err := g.leased(context.Background()); !errors.Is(err, errNotOwner) {
+		t.Fatalf("a sync write with the gate closed: %v, want %v", err, errNotOwner)
+	}
+}

@@ -166,7 +166,12 @@ func (m *mirror) syncGroupsOnce(ctx context.Context, topics []string) error {
 			out = append(out, gs)
 			continue
 		}
-		resp, err := m.e.dst.adm.CommitOffsets(ctx, g, commit)
+		lctx, cancel, err := m.e.gate.leased(ctx)
+		var resp kadm.OffsetResponses
+		if err == nil {
+			resp, err = m.e.dst.adm.CommitOffsets(lctx, g, commit)
+		}
+		cancel()
 		if err == nil {
 			err = resp.Error()
 		}

@@ -225,7 +225,12 @@ func (m *mirror) syncACLs(ctx context.Context, mirrored []string) (created, skip
 		c.Principal, c.Host, c.Operation, c.PermissionType = a.principal, a.host, a.operation, a.permission
 		req.Creations = append(req.Creations, c)
 	}
-	resp, err := req.RequestWith(ctx, m.e.dst.cl)
+	lctx, cancel, err := m.e.gate.leased(ctx)
+	defer cancel()
+	var resp *kmsg.CreateACLsResponse
+	if err == nil {
+		resp, err = req.RequestWith(lctx, m.e.dst.cl)
+	}
 	if err != nil {
 		return 0, skipped, errors.Join(fmt.Errorf("create destination ACLs: %w", err), cfg.aclErr)
 	}

@@ -121,7 +121,12 @@ func (m *mirror) syncConfigs(ctx context.Context, topics []string) (changed, ski
 		if len(ops) == 0 || m.topicStopped(t) {
 			continue
 		}
-		resp, err := m.e.dst.adm.AlterTopicConfigs(ctx, ops, t)
+		lctx, cancel, err := m.e.gate.leased(ctx)
+		var resp kadm.AlterConfigsResponses
+		if err == nil {
+			resp, err = m.e.dst.adm.AlterTopicConfigs(lctx, ops, t)
+		}
+		cancel()
 		if err == nil {
 			for _, r := range resp {
 				err = errors.Join(err, r.Err)

@@ -644,7 +644,12 @@ func (e *Engine) ensureTopics(ctx context.Context, src *cluster, meta clusterMet
 			}
 		}
 		if len(dt.partitions) < parts {
-			resp, err := e.dst.adm.UpdatePartitions(ctx, parts, t)
+			lctx, cancel, err := e.gate.leased(ctx)
+			var resp kadm.CreatePartitionsResponses
+			if err == nil {
+				resp, err = e.dst.adm.UpdatePartitions(lctx, parts, t)
+			}
+			cancel()
 			if err == nil {
 				err = resp.Error()
 			}
@@ -659,7 +664,12 @@ func (e *Engine) ensureTopics(ctx context.Context, src *cluster, meta clusterMet
 		for _, k := range mirroredConfigs {
 			alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: want[k]})
 		}
-		resp, err := e.dst.adm.AlterTopicConfigs(ctx, alter, t)
+		lctx, cancel, err := e.gate.leased(ctx)
+		var resp kadm.AlterConfigsResponses
+		if err == nil {
+			resp, err = e.dst.adm.AlterTopicConfigs(lctx, alter, t)
+		}
+		cancel()
 		if err == nil {
 			for _, r := range resp {
 				err = r.Err

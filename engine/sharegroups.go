@@ -214,7 +214,12 @@ func (m *mirror) syncShareGroup(ctx context.Context, g string, topics []string, 
 		}
 	}
 	if len(alter) > 0 {
-		resp, err := m.e.dst.adm.AlterShareGroupOffsets(ctx, g, alter)
+		lctx, cancel, err := m.e.gate.leased(ctx)
+		var resp kadm.AlterShareGroupOffsetsResponses
+		if err == nil {
+			resp, err = m.e.dst.adm.AlterShareGroupOffsets(lctx, g, alter)
+		}
+		cancel()
 		if err == nil {
 			err = resp.Error()
 		}

@@ -63,7 +63,12 @@ func (m *mirror) guardTopic(ctx context.Context, topic string, refresh bool) err
 	c.ResourceType, c.ResourceName, c.ResourcePatternType = a.resourceType, a.name, a.pattern
 	c.Principal, c.Host, c.Operation, c.PermissionType = a.principal, a.host, a.operation, a.permission
 	req.Creations = append(req.Creations, c)
-	resp, err := req.RequestWith(ctx, m.e.dst.cl)
+	lctx, cancel, err := m.e.gate.leased(ctx)
+	defer cancel()
+	var resp *kmsg.CreateACLsResponse
+	if err == nil {
+		resp, err = req.RequestWith(lctx, m.e.dst.cl)
+	}
 	if err == nil {
 		err = firstResult(resp.Results, func(r *kmsg.CreateACLsResponseResult) error { return guardErr(r.ErrorCode, r.ErrorMessage) })
 	}
@@ -95,7 +100,12 @@ func (m *mirror) unguardTopic(ctx context.Context, topic string) error {
 	f.ResourceType, f.ResourceName, f.ResourcePatternType = a.resourceType, &a.name, a.pattern
 	f.Principal, f.Host, f.Operation, f.PermissionType = &a.principal, &a.host, a.operation, a.permission
 	req.Filters = append(req.Filters, f)
-	resp, err := req.RequestWith(ctx, m.e.dst.cl)
+	lctx, cancel, err := m.e.gate.leased(ctx)
+	defer cancel()
+	var resp *kmsg.DeleteACLsResponse
+	if err == nil {
+		resp, err = req.RequestWith(lctx, m.e.dst.cl)
+	}
 	if err == nil {
 		err = firstResult(resp.Results, func(r *kmsg.DeleteACLsResponseResult) error { return guardErr(r.ErrorCode, r.ErrorMessage) })
 	}

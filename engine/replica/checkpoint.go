@@ -15,26 +15,43 @@ import (
 // after the transition that followed it.
 type StateSink struct {
 	w *store.Writer
+	// lease bounds a write by the instance's right to write (the owner
+	// gate's Lease): a record not on the wire when it lapses is dropped.
+	lease func(context.Context) (context.Context, context.CancelFunc)
 }
 
 // stateWriteTimeout bounds one synchronous partition record write.
 const stateWriteTimeout = 15 * time.Second
 
 func (s *StateSink) put(ctx context.Context, rec store.PartitionRecord) error {
-	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
+	ctx, cancel := s.leased(ctx)
 	defer cancel()
 	return s.w.PutPartition(ctx, rec)
 }
 
 // PutRebuild writes a rebuild record.
 func (s *StateSink) PutRebuild(ctx context.Context, rec store.RebuildRecord) error {
-	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
+	ctx, cancel := s.leased(ctx)
 	defer cancel()
 	return s.w.PutRebuild(ctx, rec)
 }
 
 func (s *StateSink) putAsync(rec store.PartitionRecord, done func(error)) {
-	s.w.PutPartitionAsync(rec, stateWriteTimeout, done)
+	ctx, cancel := s.leased(context.Background())
+	s.w.PutPartitionAsync(ctx, rec, func(err error) {
+		cancel()
+		done(err)
+	})
+}
+
+// leased bounds one write by stateWriteTimeout and the instance's lease.
+func (s *StateSink) leased(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, stateWriteTimeout)
+	if s.lease == nil {
+		return ctx, cancel
+	}
+	lctx, lcancel := s.lease(ctx)
+	return lctx, func() { lcancel(); cancel() }
 }
 
 // Checkpoints. The last mirrored offset (LME) and its source epoch are what

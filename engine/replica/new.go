@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"time"
 
 	"github.com/kmirror/kmirror/engine/batch"
@@ -83,4 +84,8 @@ func (r *Runner) ObserveEnd(end int64, at time.Duration) {
 }
 
 // NewStateSink is a StateSink writing through w.
-func NewStateSink(w *store.Writer) *StateSink { return &StateSink{w: w} }
+//
+// lease bounds each write by the instance's right to write (nil: none).
+func NewStateSink(w *store.Writer, lease func(context.Context) (context.Context, context.CancelFunc)) *StateSink {
+	return &StateSink{w: w, lease: lease}
+}

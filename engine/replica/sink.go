@@ -44,6 +44,9 @@ var (
 	// append of its partition failed: sent after it, it could land
 	// before that one's resend.
 	ErrMuted = errors.New("not sent: an earlier append of the partition failed")
+	// ErrNotAllowed: the append was not written, the instance may have
+	// lost its shards (the owner gate closed after it was issued).
+	ErrNotAllowed = errors.New("not sent: this instance may no longer own the partition")
 )
 
 // Append is one batch's append through a sink and, once Done is closed,
@@ -103,7 +106,8 @@ func (c *Append) finish(resp *kmsg.ProduceResponseTopicPartition, err error, at 
 // share its Produce requests, as a Kafka producer's do.
 type Sinks struct {
 	pool    *Conns
-	timeout int32 // TimeoutMillis of every Produce
+	timeout int32       // TimeoutMillis of every Produce
+	allowed func() bool // the owner gate, nil: none
 
 	ctx    context.Context // ends after the runners are done (close)
 	cancel context.CancelFunc
@@ -114,9 +118,12 @@ type Sinks struct {
 }
 
 // NewSinks returns the sinks on pool's connections, whose Produce requests
-// wait up to timeout for the destination's replicas.
-func NewSinks(pool *Conns, timeout time.Duration) *Sinks {
-	s := &Sinks{pool: pool, timeout: int32(timeout / time.Millisecond), sinks: make(map[connSlot]*appendSink)}
+// wait up to timeout for the destination's replicas. allowed is the owner
+// gate (nil: always open), asked right before each request is written: a
+// request queued while the instance could write is not written once it
+// may have lost its shards (its appends fail unsent, ErrNotAllowed).
+func NewSinks(pool *Conns, timeout time.Duration, allowed func() bool) *Sinks {
+	s := &Sinks{pool: pool, timeout: int32(timeout / time.Millisecond), allowed: allowed, sinks: make(map[connSlot]*appendSink)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -129,7 +136,7 @@ func (s *Sinks) Issue(broker int32, c *Append) {
 	s.mu.Lock()
 	sk, ok := s.sinks[slot]
 	if !ok {
-		sk = &appendSink{pool: s.pool, slot: slot, timeout: s.timeout, wake: make(chan struct{}, 1)}
+		sk = &appendSink{pool: s.pool, slot: slot, timeout: s.timeout, allowed: s.allowed, wake: make(chan struct{}, 1)}
 		s.sinks[slot] = sk
 		s.wg.Go(func() { sk.run(s.ctx) })
 	}
@@ -160,6 +167,7 @@ type appendSink struct {
 	pool    *Conns
 	slot    connSlot
 	timeout int32
+	allowed func() bool
 
 	mu    sync.Mutex
 	queue []*Append          // issued, not sent, oldest first
@@ -249,6 +257,11 @@ func (s *appendSink) run(ctx context.Context) {
 				continue
 			}
 			req, calls := s.take()
+			if s.allowed != nil && !s.allowed() {
+				s.fail(calls, ErrNotAllowed, time.Now())
+				s.mute(calls)
+				continue
+			}
 			p, err := conn.Issue(req)
 			if err != nil {
 				s.pool.failed(s.slot, conn, err)

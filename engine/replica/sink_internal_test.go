@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestFailedAppendMutesItsPartition(t *testing.T) {
 	td := md.Topics[topic]
 	leader, id := td.Partitions[0].Leader, [16]byte(td.ID)
 	pool := NewConns(func(context.Context) (map[int32]string, error) { return addrs, nil }, wire.Options{ClientID: "kmirror-test"})
-	sinks := NewSinks(pool, 5*time.Second)
+	sinks := NewSinks(pool, 5*time.Second, nil)
 	t.Cleanup(sinks.Close)
 
 	b, err := batch.Build(kgo.NoCompression(), time.Now().UnixMilli(), batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("x")}})
@@ -127,5 +128,64 @@ func TestWaitGivesAKnownOutcomeAfterItsContextEnded(t *testing.T) {
 	c := &Append{done: make(chan struct{})}
 	if p, err := c.Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait on an unanswered append with an ended context: %v, %v; want context.Canceled", p, err)
+	}
+}
+
+// TestSinkAsksTheGateAtTheWrite: the owner gate is asked right before a
+// request is written, not when its append is queued: an append issued
+// while the instance could write fails unsent (ErrNotAllowed) once the
+// gate closed meanwhile, and nothing reaches the broker; with the gate
+// open again, a newer generation goes out.
+func TestSinkAsksTheGateAtTheWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cl := enginetest.NewCluster(t, "kmirror-test-sink")
+	const topic = "gated"
+	cl.CreateTopic(t, topic, 1, nil)
+	adm := kadm.NewClient(cl.Client(t))
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[int32]string{}
+	for _, b := range md.Brokers {
+		addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	td := md.Topics[topic]
+	leader, id := td.Partitions[0].Leader, [16]byte(td.ID)
+	var open atomic.Bool
+	open.Store(true)
+	var produces atomic.Int64
+	cl.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cl.KeepControl()
+		produces.Add(1)
+		return nil, nil, false
+	})
+	pool := NewConns(func(context.Context) (map[int32]string, error) { return addrs, nil }, wire.Options{ClientID: "kmirror-test"})
+	sinks := NewSinks(pool, 5*time.Second, open.Load)
+	t.Cleanup(sinks.Close)
+	b, err := batch.Build(kgo.NoCompression(), time.Now().UnixMilli(), batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gate closes after the append is issued, before the sink
+	// writes it: the sink is held busy by nothing but this check.
+	open.Store(false)
+	c := &Append{Topic: topic, TopicID: id, Partition: 0, Records: b, Gen: 0}
+	sinks.Issue(leader, c)
+	if _, err := c.Wait(ctx); !errors.Is(err, ErrNotAllowed) {
+		t.Fatalf("an append written with the gate closed: %v, want %v", err, ErrNotAllowed)
+	}
+	if n := produces.Load(); n != 0 {
+		t.Fatalf("%d Produce requests reached the broker with the gate closed", n)
+	}
+	open.Store(true)
+	c = &Append{Topic: topic, TopicID: id, Partition: 0, Records: b, Gen: 1}
+	sinks.Issue(leader, c)
+	if _, err := c.Wait(ctx); err != nil {
+		t.Fatalf("an append with the gate open again: %v", err)
+	}
+	if _, end, err := enginetest.Offsets(ctx, adm, topic, 0); err != nil || end != 1 {
+		t.Fatalf("destination end %d (%v), want 1: only the append written with the gate open", end, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -86,20 +85,17 @@ func (w *Writer) PutPartition(ctx context.Context, r PartitionRecord) error {
 // partition written through one Writer, with Put or PutPartitionAsync, land
 // in the order they were handed over.
 //
-// The write is given up after timeout: a record that could never be given
-// up would hold every later write to its shard behind it (the client keeps
-// a partition's records in order), also those whose callers gave up.
-func (w *Writer) PutPartitionAsync(r PartitionRecord, timeout time.Duration, done func(error)) {
+// The write is given up when ctx ends, which it must: a record that could
+// never be given up would hold every later write to its shard behind it
+// (the client keeps a partition's records in order), also those whose
+// callers gave up.
+func (w *Writer) PutPartitionAsync(ctx context.Context, r PartitionRecord, done func(error)) {
 	b, err := EncodePartition(r)
 	if err != nil {
 		done(err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	w.PutAsync(ctx, PartitionKey(r.Mirror, r.Topic, r.Partition), b, func(err error) {
-		cancel()
-		done(err)
-	})
+	w.PutAsync(ctx, PartitionKey(r.Mirror, r.Topic, r.Partition), b, done)
 }
 
 // PutAsync writes value under key without waiting; done is called with the
