@@ -82,14 +82,16 @@ func wait(ctx context.Context, adm *engine.Admin, kind engine.CommandKind, mirro
 
 // notMirrored is how many offsets the source holds beyond what the
 // destination has: source high watermark - (last mirrored offset + 1).
-// The recorded last mirrored offset is a checkpoint (written every
-// mirror.state.checkpoint.interval.ms, and a stop does not read every log
-// end), so an instance that died leaves it behind what it appended; offsets
-// being identical, the destination's log end just after the stop is the
-// better bound when it is further.
+// A STOPPED partition's recorded last mirrored offset is the last source
+// record on the destination (the stop reads it there, and its log end is
+// past it by the stop's own markers: its fence, and the aborts of open
+// mirrored transactions). Before STOPPED the record is a checkpoint
+// (written every mirror.state.checkpoint.interval.ms), so an instance that
+// died leaves it behind what it appended; offsets being identical, the
+// destination's log end is the better bound when it is further.
 func notMirrored(r engine.DescribeRow) int64 {
 	have := r.LastMirrorOffset + 1
-	if r.DestinationOffset > have {
+	if (r.State != partition.Stopped.String() || r.LastMirrorOffset < 0) && r.DestinationOffset > have {
 		have = r.DestinationOffset
 	}
 	return max(0, r.SourceOffset-have)

@@ -245,18 +245,23 @@ func testSourceGone(t *testing.T, how sourceLoss) {
 	if l := o.d.Status().Steps[drill.StepFailover].Lines; !slices.Contains(l, "the stop aborted the mirrored transactions open on B: orders/2 (1 open)") {
 		t.Errorf("failover lines do not name the aborted transaction:\n%s", strings.Join(l, "\n"))
 	}
-	// B's orders/2 ends with the open transaction's 5 records and the
-	// abort marker the stop wrote: a read_committed consumer sees the 50
-	// records before it.
+	// B's orders/2 ends with the open transaction's 5 records, the
+	// abort marker the stop wrote for it, and the stop's fence marker (an
+	// empty transaction of the writer identity, aborted): a read_committed
+	// consumer sees the 50 records before them.
 	bs, err := enginetest.ReadBatches(t.Context(), o.dst.Client(t), "orders", 2)
-	if err != nil || len(bs) < 2 {
+	if err != nil || len(bs) < 3 {
 		t.Fatalf("orders/2 on B: %d batches (%v)", len(bs), err)
 	}
-	var marker kmsg.Record
-	last, txn := bs[len(bs)-1], bs[len(bs)-2]
+	var marker, fence kmsg.Record
+	last, txn, fenceB := bs[len(bs)-2], bs[len(bs)-3], bs[len(bs)-1]
 	if err := marker.ReadFrom(last.Payload); err != nil || !last.Header.IsControl() || len(marker.Key) < 4 || marker.Key[3] != 0 ||
 		last.Header.BaseOffset != 55 || !txn.Header.IsTransactional() || txn.Header.RecordCount != 5 {
 		t.Errorf("orders/2 on B ends with %+v then %+v (key %x, %v), want 5 transactional records at 50 and an abort marker at 55", txn.Header, last.Header, marker.Key, err)
+	}
+	if err := fence.ReadFrom(fenceB.Payload); err != nil || !fenceB.Header.IsControl() || len(fence.Key) < 4 || fence.Key[3] != 0 ||
+		fenceB.Header.BaseOffset != 56 || fenceB.Header.ProducerID == txn.Header.ProducerID {
+		t.Errorf("orders/2 on B: %+v (key %x, %v) after the abort marker, want the stop's fence marker at 56, of the writer identity", fenceB.Header, fence.Key, err)
 	}
 	committed, err := enginetest.ConsumeCommitted(t.Context(), o.dst.Client(t), "orders", 2)
 	if err != nil || len(committed) != 50 {
@@ -344,7 +349,9 @@ func testSourceBack(t *testing.T, how sourceLoss) {
 	answering()
 	o.next(drill.StepVerify, "A answers again: RPO 20 offsets", "payments 20")
 	answering()
-	o.next(drill.StepFailback, "DIVERGED, A holds 10 offsets beyond the LME", "delta 5 offsets")
+	// The delta counts offsets: the 5 records written on B and the
+	// stop's fence marker before them.
+	o.next(drill.StepFailback, "DIVERGED, A holds 10 offsets beyond the LME", "delta 6 offsets")
 	o.next(drill.StepReport)
 
 	rep := o.report()
@@ -360,8 +367,8 @@ func testSourceBack(t *testing.T, how sourceLoss) {
 			t.Errorf("%s plan %+v, want diverged by 10", k, fp)
 		}
 	}
-	if fp := plan["orders/0"]; fp.Expect != "delta" || fp.Delta != 5 {
-		t.Errorf("orders/0 plan %+v, want a delta of 5", fp)
+	if fp := plan["orders/0"]; fp.Expect != "delta" || fp.Delta != 6 {
+		t.Errorf("orders/0 plan %+v, want a delta of 6 (the stop's fence marker and 5 records)", fp)
 	}
 	if !slices.ContainsFunc(rep.Anomalies, func(a string) bool { return strings.Contains(a, "lost in the failover: 20 offsets") }) {
 		t.Errorf("anomalies %q, want the loss", rep.Anomalies)

@@ -162,8 +162,8 @@ func TestFlowConsoleDrillOnRealClusters(t *testing.T) {
 	if fp := plan["payments/0"]; fp.Expect != "diverged" || fp.Beyond != 10 || fp.State != "planned" {
 		t.Errorf("payments/0 plan %+v, want diverged by 10", fp)
 	}
-	if fp := plan["orders/0"]; fp.Expect != "delta" || fp.Delta != 5 {
-		t.Errorf("orders/0 plan %+v, want a delta of 5", fp)
+	if fp := plan["orders/0"]; fp.Expect != "delta" || fp.Delta != 6 {
+		t.Errorf("orders/0 plan %+v, want a delta of 6 (the stop's fence marker and 5 records)", fp)
 	}
 	md, err := os.ReadFile(path + ".md")
 	if err != nil || !strings.Contains(string(md), "| RPO (records) | 20 offsets on A") || !strings.Contains(string(md), "[x] Take A away") {
