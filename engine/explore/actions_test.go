@@ -3,6 +3,8 @@ package explore
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -61,15 +63,19 @@ func (w *world) do(s step) error {
 		}
 	case kSrcDown:
 		w.srcNet.Down("")
-	case kSrcUp, kDstUp:
-		net := w.srcNet
-		if s.Kind == kDstUp {
-			net = w.dstNet
-		}
-		net.Up()
+	case kSrcUp:
+		w.srcNet.Up()
 		w.orc.upAt = time.Now()
 	case kDstDown:
-		w.dstNet.Down(w.dst.Addrs()[s.P])
+		if err := w.brokerDown(s.P); err != nil {
+			w.note("%s: %v", s, err)
+			return nil
+		}
+	case kDstUp:
+		if err := w.brokerUp(); err != nil {
+			w.note("%s: %v", s, err)
+		}
+		w.orc.upAt = time.Now()
 	case kForeign:
 		w.produce(w.foreign, s, foreignValue)
 	case kDelRec:
@@ -262,4 +268,39 @@ func (w *world) command(s step) error {
 		w.orc.stopAsked(topicsOf(s))
 	}
 	return nil
+}
+
+// brokerDown takes destination broker node off the network and out of
+// the cluster, as a crashed broker whose session expired: the cluster
+// moves its partitions' leadership and its coordinators to the other
+// brokers (kfake alone would keep naming it leader, so nothing it led
+// would ever answer again, which no real cluster does).
+func (w *world) brokerDown(node int32) error {
+	w.dstNet.Down(w.dstAddr[node])
+	if err := w.dst.RemoveNode(node); err != nil {
+		w.dstNet.Up()
+		return err
+	}
+	w.dstGone = node
+	return nil
+}
+
+// brokerUp brings the broker brokerDown took away back on its address.
+func (w *world) brokerUp() error {
+	node := w.dstGone
+	w.dstGone = -1
+	w.dstNet.Up()
+	if node < 0 {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(w.dstAddr[node])
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return err
+	}
+	_, _, err = w.dst.AddNode(node, p)
+	return err
 }

@@ -179,31 +179,41 @@ func rebuilding(cat *store.Catalog, topic string) bool {
 }
 
 // quarantined is every value in the quarantine (and retained) topics of
-// each destination partition.
-func (w *world) quarantined() (map[pref]map[string]bool, error) {
+// each mirrored topic: those the rebuild records name, and any other the
+// destination lists. A quarantine's partitions need not follow the
+// topic's (it holds one per diverged range); the explorer's values name
+// their partition, so a value anywhere in the topic's quarantines counts.
+func (w *world) quarantined(cat *store.Catalog) (map[string]map[string]bool, error) {
 	ctx, cancel := w.timeout(15 * time.Second)
 	defer cancel()
 	names, err := w.dstAdm.ListTopics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[pref]map[string]bool{}
-	for _, q := range names.Sorted() {
-		topic, ok := quarantineOf(q.Topic)
+	all := names.Names()
+	// kadm's listing leaves some of them out on kfake: the records are
+	// what kmirror itself goes by.
+	for _, rb := range cat.Rebuilds {
+		if rb.Mirror == mirrorName && rb.Quarantine != "" && !slices.Contains(all, rb.Quarantine) {
+			all = append(all, rb.Quarantine)
+		}
+	}
+	out := map[string]map[string]bool{}
+	for _, name := range all {
+		topic, ok := quarantineOf(name)
 		if !ok {
 			continue
 		}
-		for p := range q.Partitions {
-			v, err := readLog(ctx, w.dstCl, q.Topic, p)
+		for _, pi := range w.dst.PartitionInfos(name) {
+			v, err := readLog(ctx, w.dstCl, name, pi.Partition)
 			if err != nil {
-				return nil, fmt.Errorf("quarantine %s/%d: %w", q.Topic, p, err)
+				return nil, fmt.Errorf("quarantine %s/%d: %w", name, pi.Partition, err)
 			}
-			r := pref{topic, p}
-			if out[r] == nil {
-				out[r] = map[string]bool{}
+			if out[topic] == nil {
+				out[topic] = map[string]bool{}
 			}
 			for _, rec := range v.records {
-				out[r][rec.value] = true
+				out[topic][rec.value] = true
 			}
 		}
 	}

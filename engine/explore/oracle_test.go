@@ -43,6 +43,8 @@ type oracle struct {
 
 	violations []violation
 	reported   map[string]bool // one report per invariant and partition
+	// quarantinedN is how many records the last look found quarantined.
+	quarantinedN int
 }
 
 func newOracle(w *world) *oracle {
@@ -94,13 +96,17 @@ func (o *oracle) check() {
 			}
 		}
 	}
-	q, err := w.quarantined()
+	q, err := w.quarantined(cat)
 	if err != nil {
 		return
 	}
+	o.quarantinedN = 0
+	for _, vals := range q {
+		o.quarantinedN += len(vals)
+	}
 	for r := range o.seen {
 		if v, ok := views[r]; ok || w.dst.TopicInfo(r.topic) == nil {
-			o.checkKept(r, v, q[r], cat)
+			o.checkKept(r, v, q[r.topic], cat)
 		}
 	}
 	for r, rec := range recs {
@@ -297,4 +303,21 @@ func clip(items []string, n int) string {
 		return strings.Join(items, ", ")
 	}
 	return strings.Join(items[:n], ", ") + fmt.Sprintf(" … and %d more", len(items)-n)
+}
+
+// ledgerSummary counts the ledger's records, for the scenario's log line.
+func (o *oracle) ledgerSummary() string {
+	src, foreign := 0, 0
+	for _, offs := range o.seen {
+		for _, vals := range offs {
+			for v := range vals {
+				if strings.HasPrefix(v, foreignValue) {
+					foreign++
+				} else {
+					src++
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("ledger: %d source and %d foreign records seen on the destination, %d quarantined", src, foreign, o.quarantinedN)
 }

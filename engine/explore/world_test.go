@@ -32,6 +32,8 @@ type world struct {
 
 	srcNet, dstNet *enginetest.Network
 	src, dst       *enginetest.Cluster
+	dstAddr        []string    // each destination broker's address, by node id
+	dstGone        int32       // the destination broker brokerDown removed, -1 none
 	srcCl, dstCl   *kgo.Client // the oracle's and the steps' admin clients
 	srcAdm, dstAdm *kadm.Client
 	adm            *engine.Admin
@@ -84,6 +86,7 @@ func newWorld(t *testing.T, shortTxn bool) *world {
 		dstOpts = append(dstOpts, kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": fmt.Sprint(shortTxnTimeout.Milliseconds())}))
 	}
 	w.dst = enginetest.NewCluster(t, "kmirror-explore-destination", dstOpts...)
+	w.dstAddr, w.dstGone = w.dst.Addrs(), -1 // kfake numbers its first brokers 0, 1, 2 in listener order
 	// Clients that give up within a step: a cluster held down must not
 	// hold the scenario for kgo's default minute.
 	quick := []kgo.Opt{kgo.RetryTimeout(10 * time.Second), kgo.RequestTimeoutOverhead(5 * time.Second)}
@@ -134,7 +137,7 @@ func (w *world) startInstance(slot int) error {
 	ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
 	defer cancel()
 	eng, err := engine.New(ctx, engine.Config{
-		Destination: w.dst.Addrs(), Instance: instanceName(slot),
+		Destination: w.dstAddr, Instance: instanceName(slot),
 		HeartbeatInterval: 300 * time.Millisecond, RequestTimeout: 5 * time.Second,
 	})
 	if err != nil {
