@@ -73,6 +73,11 @@ func (m *model) live(t string) bool { return m.desired[t] != wantStop }
 // anyTopic reports whether pred holds for some topic.
 func (m *model) anyTopic(pred func(string) bool) bool { return slices.ContainsFunc(topicNames, pred) }
 
+// everyTopic reports whether pred holds for every topic.
+func (m *model) everyTopic(pred func(string) bool) bool {
+	return !slices.ContainsFunc(topicNames, func(t string) bool { return !pred(t) })
+}
+
 // possible reports whether some step of kind k fits the state.
 func (m *model) possible(k kind) bool {
 	srcUp, dstUp := !m.srcDown, m.dstDown < 0
@@ -176,10 +181,19 @@ func (m *model) applicable(s step) bool {
 		return partOK && s.P >= 0
 	case kTxnTimeout:
 		return partOK && s.P >= 0 && m.desired[s.Topic] == wantStart
-	case kStop, kPause, kRecover, kRebuild:
+	case kStop:
 		return topicOK(m.live)
-	case kResume:
-		return topicOK(func(t string) bool { return m.desired[t] == wantPause })
+	case kPause, kRecover, kRebuild, kResume:
+		// A command for every topic reaches the STOPPED ones too (a
+		// resume of all topics mirrors a failed-over one again): the
+		// explorer sends those only while no topic is stopped.
+		if s.Topic == "*" && !m.everyTopic(m.live) {
+			return false
+		}
+		if s.Kind == kResume {
+			return topicOK(func(t string) bool { return m.desired[t] == wantPause })
+		}
+		return topicOK(m.live)
 	case kGrow:
 		return topicOK(func(t string) bool { return m.live(t) && m.parts[t] < maxPartitions })
 	case kKill:

@@ -12,9 +12,10 @@ import (
 
 // violation is one invariant found broken.
 type violation struct {
-	inv  string // I1 … I6
-	step int    // the step after which it was found (0: the start, -1: the end)
-	msg  string
+	inv   string // I1 … I6
+	step  int    // the step after which it was found (0: the start, -1: the end)
+	msg   string
+	known string // the known defect it is, "" for a new finding
 }
 
 func (v violation) String() string {
@@ -22,7 +23,34 @@ func (v violation) String() string {
 	if v.step < 0 {
 		at = "at the end"
 	}
-	return fmt.Sprintf("%s %s: %s", v.inv, at, v.msg)
+	s := fmt.Sprintf("%s %s: %s", v.inv, at, v.msg)
+	if v.known != "" {
+		s += " [known defect: " + v.known + "]"
+	}
+	return s
+}
+
+// knownDefects are symptoms of defects known today and being fixed
+// elsewhere, that steps of the default kinds can trigger (those only held
+// back kinds trigger are listed with heldBack). They are logged, not
+// failed, unless KMIRROR_EXPLORE_KNOWN=fail; docs/reliability.md has a
+// seed and steps for each. Remove an entry once its fix is in.
+var knownDefects = []struct {
+	name    string
+	inv     string
+	symptom string // a part of the violation's message
+}{
+	{name: "stop LME names a transaction marker", inv: "I3", symptom: "(a transaction marker there)"},
+}
+
+// knownAs is the known defect v's symptom is, "".
+func knownAs(inv, msg string) string {
+	for _, k := range knownDefects {
+		if k.inv == inv && strings.Contains(msg, k.symptom) {
+			return k.name
+		}
+	}
+	return ""
 }
 
 // oracle checks DESIGN §5.4's invariants against what the clusters hold.
@@ -42,6 +70,7 @@ type oracle struct {
 	upAt   time.Time
 
 	violations []violation
+	known      []violation     // violations of knownDefects, not failed
 	reported   map[string]bool // one report per invariant and partition
 	// quarantinedN is how many records the last look found quarantined.
 	quarantinedN int
@@ -69,7 +98,12 @@ func (o *oracle) report(inv, subject, format string, args ...any) {
 	if o.w.final {
 		step = -1
 	}
-	o.violations = append(o.violations, violation{inv: inv, step: step, msg: subject + ": " + fmt.Sprintf(format, args...)})
+	v := violation{inv: inv, step: step, msg: subject + ": " + fmt.Sprintf(format, args...)}
+	if v.known = knownAs(inv, v.msg); v.known != "" && !o.w.strictKnown {
+		o.known = append(o.known, v)
+		return
+	}
+	o.violations = append(o.violations, v)
 }
 
 // check reads both clusters and checks I1, I2, I3 and I5 (settle checks

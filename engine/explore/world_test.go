@@ -49,8 +49,10 @@ type world struct {
 	orc  *oracle
 
 	stepNo int
-	final  bool     // the checks after the last step
-	notes  []string // what went wrong that is no violation (a step the clusters refused)
+	final  bool // the checks after the last step
+	// strictKnown fails known defects' violations too (KMIRROR_EXPLORE_KNOWN=fail).
+	strictKnown bool
+	notes       []string // what went wrong that is no violation (a step the clusters refused)
 }
 
 // instance is one running engine joined to the destination's __mirror_state.
