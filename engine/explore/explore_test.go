@@ -24,7 +24,7 @@ const (
 
 // defaultSeeds are the scenarios a plain `go test` runs: fixed, so the
 // default run is the same every time (about a minute on two cores).
-var defaultSeeds = []uint64{1, 2, 3}
+var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6}
 
 // heldBack are the kinds left out of the default draw because they trigger
 // defects known today and being fixed elsewhere (docs/reliability.md,

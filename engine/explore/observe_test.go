@@ -191,8 +191,9 @@ func (w *world) quarantined(cat *store.Catalog) (map[string]map[string]bool, err
 		return nil, err
 	}
 	all := names.Names()
-	// kadm's listing leaves some of them out on kfake: the records are
-	// what kmirror itself goes by.
+	// A listing can lag a quarantine just created (in these runs it
+	// missed one for whole steps): the records are what kmirror itself
+	// goes by.
 	for _, rb := range cat.Rebuilds {
 		if rb.Mirror == mirrorName && rb.Quarantine != "" && !slices.Contains(all, rb.Quarantine) {
 			all = append(all, rb.Quarantine)
