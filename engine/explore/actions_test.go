@@ -51,6 +51,11 @@ func (w *world) do(s step) error {
 		w.txnTimeout(s)
 	case kStop, kPause, kResume, kRecover, kRebuild:
 		return w.command(s)
+	case kRebuildStop:
+		if err := w.command(step{Kind: kRebuild, Topic: s.Topic}); err != nil {
+			return err
+		}
+		return w.command(step{Kind: kStop, Topic: s.Topic})
 	case kKill:
 		if err := w.killInstance(int(s.P)); err != nil {
 			w.m.apply(s)

@@ -90,7 +90,7 @@ func (m *model) possible(k kind) bool {
 		return srcUp && m.txnOpen
 	case kTxnTimeout:
 		return srcUp && dstUp && !m.txnOpen && m.instances() > 0 && m.anyTopic(func(t string) bool { return m.desired[t] == wantStart })
-	case kStop:
+	case kStop, kRebuildStop:
 		return dstUp && m.anyTopic(m.live)
 	case kPause, kRecover, kRebuild:
 		return dstUp && m.anyTopic(m.live)
@@ -180,7 +180,7 @@ func (m *model) applicable(s step) bool {
 		return partOK && s.P >= 0
 	case kTxnTimeout:
 		return partOK && s.P >= 0 && m.desired[s.Topic] == wantStart
-	case kStop:
+	case kStop, kRebuildStop:
 		return topicOK(m.live)
 	case kPause, kRecover, kRebuild, kResume:
 		// A command for every topic reaches the STOPPED ones too (a
@@ -224,8 +224,8 @@ func (m *model) apply(s step) {
 		m.txnOpen = true
 	case kTxnClose:
 		m.txnOpen = false
-	case kStop, kPause, kResume:
-		want := map[kind]desired{kStop: wantStop, kPause: wantPause, kResume: wantStart}[s.Kind]
+	case kStop, kPause, kResume, kRebuildStop:
+		want := map[kind]desired{kStop: wantStop, kRebuildStop: wantStop, kPause: wantPause, kResume: wantStart}[s.Kind]
 		for _, t := range topicsOf(s) {
 			// A stopped topic stays stopped: pause and resume are for
 			// topics still mirrored.

@@ -37,12 +37,15 @@ const (
 	kMoveSrc    kind = "move-src"    // Topic, P: the source leader to the next broker
 	kMoveDst    kind = "move-dst"    // Topic, P: the destination leader to the next broker
 	kTxnTimeout kind = "txn-timeout" // Topic, P, N: a mirrored transaction the destination times out
+	// kRebuildStop is a recover with rebuild and a stop right after it,
+	// with no wait between: a stop that lands while the rebuild runs.
+	kRebuildStop kind = "rebuild-stop" // Topic
 )
 
 // allKinds is every kind in the order the report lists them.
 var allKinds = []kind{kProduce, kTxnCommit, kTxnAbort, kTxnOpen, kTxnClose, kStop, kPause, kResume,
 	kRecover, kRebuild, kKill, kStart, kSrcDown, kSrcUp, kDstDown, kDstUp, kForeign, kDelRec, kGrow,
-	kMoveSrc, kMoveDst, kTxnTimeout}
+	kMoveSrc, kMoveDst, kTxnTimeout, kRebuildStop}
 
 // argsOf names the fields each kind uses, in the order they print.
 func argsOf(k kind) string {
@@ -53,7 +56,7 @@ func argsOf(k kind) string {
 		return "tpn"
 	case kTxnClose:
 		return "m"
-	case kStop, kPause, kResume, kRecover, kRebuild, kGrow:
+	case kStop, kPause, kResume, kRecover, kRebuild, kGrow, kRebuildStop:
 		return "t"
 	case kKill, kStart, kDstDown:
 		return "p"
@@ -154,7 +157,7 @@ var weight = map[kind]float64{
 	kProduce: 6, kTxnCommit: 2, kTxnAbort: 1.5, kTxnOpen: 1, kTxnClose: 2,
 	kStop: 0.6, kPause: 1.2, kResume: 2, kRecover: 1, kRebuild: 0.8,
 	kKill: 1, kStart: 1.5, kSrcDown: 0.8, kSrcUp: 2, kDstDown: 0.6, kDstUp: 2,
-	kForeign: 1, kDelRec: 0.6, kGrow: 0.5, kMoveSrc: 0.8, kMoveDst: 0.8, kTxnTimeout: 0.6,
+	kForeign: 1, kDelRec: 0.6, kGrow: 0.5, kMoveSrc: 0.8, kMoveDst: 0.8, kTxnTimeout: 0.6, kRebuildStop: 0.5,
 }
 
 // draw picks steps for a scenario: n of them, each one that makes sense
