@@ -280,7 +280,21 @@ func (w *world) command(s step) error {
 // moves its partitions' leadership and its coordinators to the other
 // brokers (kfake alone would keep naming it leader, so nothing it led
 // would ever answer again, which no real cluster does).
+//
+// The controller stays: kfake keeps answering CreateTopics and
+// DeleteTopics from the broker it was first given, so with it gone no
+// topic could be created again (a real cluster elects another); a step
+// that names it takes the next broker down instead.
 func (w *world) brokerDown(node int32) error {
+	ctx, cancel := w.timeout(10 * time.Second)
+	defer cancel()
+	meta, err := w.dstAdm.BrokerMetadata(ctx)
+	if err != nil {
+		return err
+	}
+	if node == meta.Controller {
+		node = (node + 1) % int32(len(w.dstAddr))
+	}
 	w.dstNet.Down(w.dstAddr[node])
 	if err := w.dst.RemoveNode(node); err != nil {
 		w.dstNet.Up()

@@ -23,13 +23,16 @@ const (
 )
 
 // defaultSeeds are the scenarios a plain `go test` runs: fixed, so the
-// default run is the same every time (about a minute on two cores).
+// default run draws the same steps every time (about a minute on two
+// cores under -race).
 var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6}
 
-// heldBack are the kinds left out of the default draw because they trigger
-// defects known today and being fixed elsewhere (docs/reliability.md,
-// "Compound-fault explorer", lists each with its seed); KMIRROR_EXPLORE_KINDS
-// puts them back.
+// heldBack are the kinds left out of the default draw for defects known
+// today and being fixed elsewhere (docs/reliability.md, "Compound-fault
+// explorer", has a seed and steps for each): rebuild and rebuild-stop
+// lose records a rebuild should quarantine; txn-timeout is how the stop
+// that needs the source after a destination transaction timeout would be
+// reached. KMIRROR_EXPLORE_KINDS puts them back.
 var heldBack = []kind{kRebuild, kTxnTimeout, kRebuildStop}
 
 // outcome is what one scenario run found.
