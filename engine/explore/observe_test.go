@@ -109,6 +109,29 @@ func (v logView) lastSourceRecord() int64 {
 	return -1
 }
 
+// lastMirrored is the offset of the last batch of v that is the source's
+// own: its last source record, or a transaction marker after it that the
+// source has at the same offset (a mirrored commit or abort). src is the
+// source partition's view, nil when the source cannot be read: then any
+// marker after the last source record passes, as the destination alone
+// cannot tell a mirrored marker from kmirror's own.
+func (v logView) lastMirrored(src *logView) (last int64, lenient bool) {
+	last = v.lastSourceRecord()
+	for _, b := range v.batches {
+		h := b.Header
+		if !h.IsControl() || h.BaseOffset <= last {
+			continue
+		}
+		if src == nil {
+			return h.BaseOffset, true
+		}
+		if s := src.batchAt(h.BaseOffset); s != nil && s.Header.IsControl() && s.Header.BaseOffset == h.BaseOffset {
+			last = h.BaseOffset
+		}
+	}
+	return last, false
+}
+
 // batchAt is the batch holding offset, nil when none.
 func (v logView) batchAt(offset int64) *enginetest.RawBatch {
 	for i := range v.batches {
@@ -195,8 +218,10 @@ func (w *world) quarantined(cat *store.Catalog) (map[string]map[string]bool, err
 	// missed one for whole steps): the records are what kmirror itself
 	// goes by.
 	for _, rb := range cat.Rebuilds {
-		if rb.Mirror == mirrorName && rb.Quarantine != "" && !slices.Contains(all, rb.Quarantine) {
-			all = append(all, rb.Quarantine)
+		for _, n := range []string{rb.Quarantine, rb.Retained} {
+			if rb.Mirror == mirrorName && n != "" && !slices.Contains(all, n) {
+				all = append(all, n)
+			}
 		}
 	}
 	out := map[string]map[string]bool{}

@@ -40,7 +40,6 @@ var knownDefects = []struct {
 	inv     string
 	symptom string // a part of the violation's message
 }{
-	{name: "stop LME names a transaction marker", inv: "I3", symptom: "(a transaction marker there)"},
 }
 
 // knownAs is the known defect v's symptom is, "".
@@ -152,7 +151,13 @@ func (o *oracle) check() {
 			delete(o.stoppedEnd, r)
 			continue
 		}
-		o.checkStopped(r, rec, v)
+		var src *logView
+		ctx, cancel := w.timeout(3 * time.Second)
+		if sv, err := readLog(ctx, w.srcCl, r.topic, r.p); err == nil {
+			src = &sv
+		}
+		cancel()
+		o.checkStopped(r, rec, v, src)
 	}
 	o.checkMirroring(views)
 }
@@ -233,9 +238,16 @@ func (o *oracle) sourceStart(r pref) int64 {
 // offset of its last source record on the destination, and nothing of
 // kmirror's lands there after it is STOPPED (records the explorer writes
 // as a client of B do).
-func (o *oracle) checkStopped(r pref, rec store.PartitionRecord, v logView) {
-	last := v.lastSourceRecord()
-	if rec.LastOffset != last && !(last < 0 && rec.LastOffset < v.start) {
+//
+// The last source record may be a transaction marker mirrored from the
+// source (src, the source's view, says which markers are the source's;
+// nil: the source cannot be read, and a marker after the last data record
+// passes too).
+func (o *oracle) checkStopped(r pref, rec store.PartitionRecord, v logView, src *logView) {
+	last, lenient := v.lastMirrored(src)
+	ok := rec.LastOffset == last || (last < 0 && rec.LastOffset < v.start) ||
+		(lenient && rec.LastOffset == v.lastSourceRecord())
+	if !ok {
 		what := "no batch"
 		if b := v.batchAt(rec.LastOffset); b != nil {
 			switch {

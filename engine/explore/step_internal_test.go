@@ -47,8 +47,8 @@ func TestExploreStepsReplay(t *testing.T) {
 	// docs/reliability.md's lists were drawn with): a change to the draw
 	// must be a deliberate one.
 	golden := map[uint64]string{
-		1: "txn-open:t0:1:3,produce:t0:0:8:idem,txn-abort:t1:0:20,produce:t0:0:20:plain,txn-close:commit,txn-commit:t1:0:2,move-dst:t1:1,pause:t0,produce:t0:1:18:idem,produce:t0:1:14:idem,produce:t0:1:15:idem,produce:t0:1:9:idem,produce:t1:1:1:plain,foreign:t0:1:1,produce:t0:1:9:plain,move-src:t0:0,resume:t0,txn-commit:t0:1:5",
-		6: "stop:t0,move-dst:t0:0,foreign:t1:0:3,produce:t0:-1:12:idem,move-src:t1:0,produce:t1:1:1:plain,produce:t1:1:19:plain,src-down,foreign:t1:1:3,src-up,src-down,recover:t1,dst-down:0,move-src:t1:1,src-up,src-down,src-up,txn-abort:t0:1:17",
+		1: "pause:t0,produce:t0:-1:19:idem,pause:t0,txn-abort:t1:1:1,stop:*,start:1,produce:t1:-1:2:idem,move-src:t1:1,move-src:t1:0,move-dst:t1:1,produce:t0:1:14:idem,produce:t0:1:15:idem,produce:t0:1:9:idem,produce:t1:1:1:plain,foreign:t0:1:1,produce:t0:1:9:plain,move-dst:t0:0,txn-open:t0:1:20",
+		6: "pause:t0,resume:t0,txn-open:t0:0:16,produce:t0:-1:9:plain,produce:t0:1:1:idem,start:1,produce:t1:1:19:plain,move-src:t0:0,txn-abort:t1:1:6,produce:t1:-1:5:plain,grow:t1,src-down,rebuild:t1,src-up,stop:t0,pause:t1,pause:t1,produce:t1:-1:1:plain",
 	}
 	for seed, want := range golden {
 		if got := formatSteps(scenarioSteps(seed, def)); got != want {

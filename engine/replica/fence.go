@@ -125,6 +125,12 @@ func (t *TopicWriter) signalLocked() {
 	}
 }
 
+// A round waits for the drains because the in-memory broker refuses a
+// non-transactional append of the producer on any partition while its
+// transaction is open (INVALID_TXN_STATE, fatal for an append); a real
+// broker refuses it only on the partitions the transaction holds, which
+// are drained.
+//
 // drainWait bounds a round's wait for the other partitions' drains: a
 // partition whose drain hangs (a destination leader that never answers)
 // does not hold the others' stops for ever.

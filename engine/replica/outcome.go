@@ -59,11 +59,7 @@ func FailureOf(err error) Failure {
 		// confirms is taken as landed before classifying (the runner's
 		// completeOnce).
 		return FailWriter
-	case Retriable(err), errors.Is(err, kerr.InvalidTxnState):
-		// INVALID_TXN_STATE refuses a non-transactional append of the
-		// writer while its stop's fence transaction (fence.go) holds the
-		// partition (on the in-memory broker: any partition): nothing
-		// was appended, and the resend goes through once it is aborted.
+	case Retriable(err):
 		return FailUnknown
 	}
 	return FailFatal
