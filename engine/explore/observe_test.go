@@ -132,6 +132,24 @@ func (v logView) lastMirrored(src *logView) (last int64, lenient bool) {
 	return last, false
 }
 
+// tail describes the last n batches of v, for a violation's message:
+// offsets, kind (data, txn data, commit or abort marker) and producer id.
+func (v logView) tail(n int) string {
+	var parts []string
+	for _, b := range v.batches[max(0, len(v.batches)-n):] {
+		h := b.Header
+		kind := "data"
+		switch {
+		case h.IsControl():
+			kind = "marker"
+		case h.IsTransactional():
+			kind = "txn"
+		}
+		parts = append(parts, fmt.Sprintf("%d..%d %s pid %d", h.BaseOffset, h.LastOffset(), kind, h.ProducerID))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
 // batchAt is the batch holding offset, nil when none.
 func (v logView) batchAt(offset int64) *enginetest.RawBatch {
 	for i := range v.batches {

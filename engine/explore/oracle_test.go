@@ -244,9 +244,17 @@ func (o *oracle) sourceStart(r pref) int64 {
 // nil: the source cannot be read, and a marker after the last data record
 // passes too).
 func (o *oracle) checkStopped(r pref, rec store.PartitionRecord, v logView, src *logView) {
-	last, lenient := v.lastMirrored(src)
-	ok := rec.LastOffset == last || (last < 0 && rec.LastOffset < v.start) ||
-		(lenient && rec.LastOffset == v.lastSourceRecord())
+	// Between the last data record and the last marker the source has too,
+	// either end is right: a marker the stop wrote (its abort of an open
+	// mirrored transaction) may meet one the source wrote later at the
+	// same offset (its own abort on a timeout), and the stop cannot know.
+	last, _ := v.lastMirrored(src)
+	data := v.lastSourceRecord()
+	ok := rec.LastOffset == last || rec.LastOffset == data || (last < 0 && rec.LastOffset < v.start)
+	if ok && rec.LastOffset != data {
+		b := v.batchAt(rec.LastOffset)
+		ok = b != nil && b.Header.IsControl() && b.Header.BaseOffset == rec.LastOffset
+	}
 	if !ok {
 		what := "no batch"
 		if b := v.batchAt(rec.LastOffset); b != nil {
@@ -262,8 +270,12 @@ func (o *oracle) checkStopped(r pref, rec store.PartitionRecord, v logView, src 
 		if val, ok := v.at[rec.LastOffset]; ok && strings.HasPrefix(val, foreignValue) {
 			what = "a foreign record"
 		}
-		o.report("I3", r.String(), "STOPPED with LME %d (%s there), but the last source record on the destination is at %d (log %d..%d)",
-			rec.LastOffset, what, last, v.start, v.end)
+		srcTail := "unreadable"
+		if src != nil {
+			srcTail = src.tail(4)
+		}
+		o.report("I3", r.String(), "STOPPED with LME %d (%s there), but the last source record on the destination is at %d (log %d..%d; destination ends %s; source ends %s)",
+			rec.LastOffset, what, last, v.start, v.end, v.tail(4), srcTail)
 	}
 	base, ok := o.stoppedEnd[r]
 	if !ok {
