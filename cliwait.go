@@ -80,16 +80,17 @@ func wait(ctx context.Context, adm *engine.Admin, kind engine.CommandKind, mirro
 	return nil
 }
 
-// notMirrored is how many offsets the source holds beyond what the
-// destination has: source high watermark - (last mirrored offset + 1).
-// The recorded last mirrored offset is a checkpoint (written every
-// mirror.state.checkpoint.interval.ms, and a stop does not read every log
-// end), so an instance that died leaves it behind what it appended; offsets
-// being identical, the destination's log end just after the stop is the
-// better bound when it is further.
+// notMirrored is how many offsets the source holds beyond what was
+// mirrored: source high watermark - (last mirrored offset + 1). A STOPPED
+// partition's last mirrored offset is exact: the stop reads it from the
+// destination (the last source record there, never the fence's marker or an
+// aborted transaction's, which lie beyond it). Before STOPPED the recorded
+// offset is a checkpoint (written every mirror.state.checkpoint.interval.ms)
+// and may lag what was appended; offsets being identical, the destination's
+// log end is then the better bound when it is further.
 func notMirrored(r engine.DescribeRow) int64 {
 	have := r.LastMirrorOffset + 1
-	if r.DestinationOffset > have {
+	if r.State != partition.Stopped.String() && r.DestinationOffset > have {
 		have = r.DestinationOffset
 	}
 	return max(0, r.SourceOffset-have)
