@@ -88,7 +88,7 @@ func newActionFlagSet(f *actionFlags) *flag.FlagSet {
 	fs.StringVar(&f.topics, "topics", "", "comma list of topic names and RE2 regexes")
 	fs.StringVar(&f.exclude, "exclude", "", "comma list of topic names and RE2 regexes not to start")
 	fs.BoolVar(&f.all, "all", false, "every topic of the mirror")
-	fs.BoolVar(&f.yes, "yes", false, "with --stop --all: do not ask for the mirror name")
+	fs.BoolVar(&f.yes, "yes", false, "with --stop of the whole mirror (no --topics): do not ask for the mirror name")
 	fs.BoolVar(&f.rebuild, "rebuild", false, "with --recover: rebuild diverged topics")
 	fs.BoolVar(&f.failed, "failed", false, "with --describe: only FAILED partitions, with RETRY and ERROR")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
@@ -180,14 +180,18 @@ func check(f *actionFlags, rest []string) (parsed, error) {
 	if f.set["timeout"] && (!f.wait || f.timeout <= 0) {
 		return p, usagef("--timeout goes with --wait and must be positive")
 	}
-	if f.yes && !f.all {
-		return p, usagef("--yes goes with --stop --all")
+	if f.yes && f.topics != "" {
+		return p, usagef("--yes goes with --stop of the whole mirror (--stop --mirror N, or with --all), not with --topics")
 	}
 	if p.action == "start" && f.topics == "" {
 		return p, usagef("--start needs --topics")
 	}
 	if slices.Contains(spec.options, "all") {
 		switch {
+		case f.topics == "" && !f.all && p.action == "stop":
+			// kafka-cluster-mirrors.sh's failover: --stop --mirror N
+			// stops the whole mirror (KIP-1279's walkthroughs). The
+			// confirmation on a terminal is asked in action.
 		case f.topics == "" && !f.all:
 			return p, usagef("%s needs --topics, or --all for every topic of the mirror", chosen[0])
 		case f.topics != "" && f.all:
@@ -230,8 +234,8 @@ func action(ctx context.Context, f *actionFlags, rest []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	if p.action == "stop" && f.all && !f.yes {
-		if err := confirmStopAll(f.mirror, stderr); err != nil {
+	if p.action == "stop" && p.sel == nil && !f.yes {
+		if err := confirmStopAll(f.mirror, f.all, stderr); err != nil {
 			return err
 		}
 	}

@@ -114,7 +114,9 @@ func FuzzActionArgs(f *testing.F) {
 		}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 		p, err := check(&f, fs.Args())
-		if err == nil && slices.Contains([]string{"stop", "pause", "resume", "recover"}, p.action) && p.sel == nil && !f.all {
+		// Only --stop selects the whole mirror when bare (the seed's
+		// failover command); the others need --all to.
+		if err == nil && slices.Contains([]string{"pause", "resume", "recover"}, p.action) && p.sel == nil && !f.all {
 			t.Fatalf("%q: %s selects every topic without --all", line, p.action)
 		}
 	})
@@ -147,20 +149,49 @@ func TestConfirmStopAll(t *testing.T) {
 	oldIn, oldTerm := confirmIn, onTerminal
 	t.Cleanup(func() { confirmIn, onTerminal = oldIn, oldTerm })
 	onTerminal = func() bool { return true }
-	for _, tt := range []struct {
-		typed string
-		ok    bool
-	}{{"a-to-b\n", true}, {"  a-to-b  \n", true}, {"a-to-c\n", false}, {"", false}} {
-		confirmIn = strings.NewReader(tt.typed)
-		var prompt bytes.Buffer
-		err := confirmStopAll("a-to-b", &prompt)
-		if (err == nil) != tt.ok || !strings.Contains(prompt.String(), "Type the mirror name to confirm") {
-			t.Errorf("typed %q: err %v, prompt %q", tt.typed, err, prompt.String())
+	for _, all := range []bool{true, false} {
+		for _, tt := range []struct {
+			typed string
+			ok    bool
+		}{{"a-to-b\n", true}, {"  a-to-b  \n", true}, {"a-to-c\n", false}, {"", false}} {
+			confirmIn = strings.NewReader(tt.typed)
+			var prompt bytes.Buffer
+			err := confirmStopAll("a-to-b", all, &prompt)
+			if (err == nil) != tt.ok || !strings.Contains(prompt.String(), "Type the mirror name to confirm") ||
+				!strings.Contains(prompt.String(), "--stop --mirror a-to-b") {
+				t.Errorf("all=%v typed %q: err %v, prompt %q", all, tt.typed, err, prompt.String())
+			}
 		}
 	}
 	onTerminal = func() bool { return false }
-	if err := confirmStopAll("a-to-b", &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--yes") {
-		t.Errorf("not a terminal: %v", err)
+	if err := confirmStopAll("a-to-b", true, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--yes") {
+		t.Errorf("--all, not a terminal: %v", err)
+	}
+	// The seed's failover command, scripted: it runs as written.
+	var prompt bytes.Buffer
+	if err := confirmStopAll("a-to-b", false, &prompt); err != nil || prompt.Len() > 0 {
+		t.Errorf("bare --stop, not a terminal: %v, prompt %q", err, prompt.String())
+	}
+}
+
+// TestBareStopAsksOnATerminal: `--stop --mirror N` on a terminal asks for
+// the name before recording anything, and --yes skips the question.
+func TestBareStopAsksOnATerminal(t *testing.T) {
+	oldIn, oldTerm := confirmIn, onTerminal
+	t.Cleanup(func() { confirmIn, onTerminal = oldIn, oldTerm })
+	onTerminal = func() bool { return true }
+	confirmIn = strings.NewReader("a-to-c\n")
+	var out, errb bytes.Buffer
+	// Unreachable: a question answered wrongly fails before any connection.
+	if code := run([]string{"--bootstrap-server", "127.0.0.1:1", "--stop", "--mirror", "a-to-b"}, &out, &errb); code != exitFail ||
+		!strings.Contains(errb.String(), "Type the mirror name") || !strings.Contains(errb.String(), "not confirmed") {
+		t.Errorf("wrong name typed: exit %d, stderr %q", code, errb.String())
+	}
+	confirmIn = strings.NewReader("")
+	errb.Reset()
+	if code := run([]string{"--bootstrap-server", "127.0.0.1:1", "--stop", "--mirror", "a-to-b", "--yes"}, &out, &errb); code != exitFail ||
+		strings.Contains(errb.String(), "Type the mirror name") || !strings.Contains(errb.String(), "unreachable") {
+		t.Errorf("--yes: exit %d, stderr %q", code, errb.String())
 	}
 }
 

@@ -57,24 +57,33 @@ func commandConfig(path string, stderr io.Writer) (map[string]string, error) {
 	return out, nil
 }
 
-// The terminal --stop --all asks on; tests replace them.
+// The terminal a stop of the whole mirror asks on; tests replace them.
 var (
 	confirmIn  io.Reader = os.Stdin
 	onTerminal           = func() bool { return term.IsTerminal(os.Stdin.Fd()) }
 )
 
-// errNotConfirmed is a --stop --all the operator did not confirm.
+// errNotConfirmed is a stop of the whole mirror the operator did not confirm.
 var errNotConfirmed = errors.New("not confirmed: nothing was recorded")
 
 // confirmStopAll asks for the mirror's name before failing over all of it:
 // a stop cannot be undone (the topics become the destination's), so a
-// mistyped mirror name must not take a whole mirror with it. Scripts,
-// which have no one to ask, say --yes.
-func confirmStopAll(mirror string, stderr io.Writer) error {
+// mistyped mirror name must not take a whole mirror with it. --yes skips
+// the question. Off a terminal there is no one to ask: the seed's
+// `--stop --mirror N` (KIP-1279's failover command, as runbooks script it)
+// runs as written; kmirror's own `--stop --all` keeps wanting --yes there.
+func confirmStopAll(mirror string, all bool, stderr io.Writer) error {
 	if !onTerminal() {
-		return usagef("--stop --all needs --yes when not run from a terminal")
+		if all {
+			return usagef("--stop --all needs --yes when not run from a terminal")
+		}
+		return nil
 	}
-	fmt.Fprintf(stderr, "--stop --all fails over every topic of mirror %s: they become writable and are never mirrored again.\nType the mirror name to confirm: ", mirror)
+	cmd := "--stop --mirror " + mirror
+	if all {
+		cmd += " --all"
+	}
+	fmt.Fprintf(stderr, "%s fails over every topic of mirror %s: they become writable and are never mirrored again.\nType the mirror name to confirm: ", cmd, mirror)
 	line, err := bufio.NewReader(confirmIn).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return err

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -46,8 +47,8 @@ func runScript(t *testing.T, sc drill.Scenario) *scriptRun {
 	path := filepath.Join(t.TempDir(), "drill")
 	run := &scriptRun{env: env}
 	var out bytes.Buffer
-	// Unlike the CLI, the drill does not wait for the group's first
-	// offset sync: the verify step measures what the group does either way.
+	// Started at once, as a person pressing n from the first second
+	// would: preflight waits for the group's offsets on B by itself.
 	code := runDrillScript(ctx, func() (*drill.Drill, error) {
 		// Every wait gets the room a loaded CI machine under -race needs;
 		// the transactional topic is the slowest to mirror there.
@@ -102,6 +103,17 @@ func runScript(t *testing.T, sc drill.Scenario) *scriptRun {
 	if rep.AEqualsB == nil || !rep.AEqualsB.Equal {
 		t.Errorf("after the failback A and B differ: %+v", rep.AEqualsB)
 	}
+	// Preflight passed only with the group's offsets on B, and said how
+	// long the sync took.
+	if !regexp.MustCompile(`group orders-processor's offsets are on B for its \d+ partitions of orders, at or past its commits on A when preflight began; the group offset sync took \d`).MatchString(run.out) ||
+		strings.Contains(run.out, "no group offset sync reached B") {
+		t.Errorf("preflight did not wait for the group's offsets on B")
+	}
+	var consumedOnA int64
+	for _, o := range rep.Group.PositionsA {
+		consumedOnA += o
+	}
+	t.Logf("group %s: consumed %d on A before the outage, processed twice %d, gaps %d", rep.Group.Group, consumedOnA, rep.Group.Duplicates, rep.Group.Gaps)
 	return run
 }
 
@@ -204,6 +216,16 @@ func TestDemoDrillScriptRegionLoss(t *testing.T) {
 	}
 	if !rep.BWritable {
 		t.Errorf("B not writable after the failover")
+	}
+	// Failed over with the group's offsets on B a sync interval old at
+	// most: what it reads twice is the records since the last sync, not
+	// everything it processed on A.
+	var consumedOnA int64
+	for _, o := range rep.Group.PositionsA {
+		consumedOnA += o
+	}
+	if consumedOnA == 0 || rep.Group.Duplicates*5 > consumedOnA {
+		t.Errorf("processed twice %d of %d consumed on A: want at most a fifth", rep.Group.Duplicates, consumedOnA)
 	}
 }
 

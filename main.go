@@ -56,14 +56,16 @@ Actions (compatible with kafka-cluster-mirrors.sh; exactly one per call):
     --start           --mirror N --topics LIST [--exclude LIST]
     --pause           --mirror N --topics LIST|--all [--wait [--timeout D]]
     --resume          --mirror N --topics LIST|--all [--wait [--timeout D]]
-    --stop            --mirror N --topics LIST|--all [--yes] [--wait [--timeout D]]
-                                  (failover: the topics become writable)
+    --stop            --mirror N [--topics LIST|--all] [--yes] [--wait [--timeout D]]
+                                  (failover: the topics become writable;
+                                  without --topics, the whole mirror)
     --recover         --mirror N --topics LIST|--all [--rebuild]
 
   LIST is a comma list of topic names and RE2 regexes, each matching whole
   names: --topics 'payments,orders-.*'. A --start whose patterns match no
   topic yet is recorded: matching topics are started when they appear.
-  --stop --all asks for the mirror's name on a terminal; scripts pass --yes.
+  A stop of the whole mirror asks for the mirror's name on a terminal (--yes
+  skips it); off a terminal --stop --mirror N runs, --stop --all needs --yes.
   An option of another action is a usage error.
 
   --pause, --resume, --stop and --recover record the command in __mirror_state

@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/engine/enginetest"
 )
@@ -45,7 +47,16 @@ func TestCLIScripts(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			s := newScript(t)
+			text, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s *script
+			if regexp.MustCompile(`(?m)^sourceback\b`).Match(text) {
+				s = newDurableScript(t) // the source comes back with its records
+			} else {
+				s = newScript(t)
+			}
 			s.run(f)
 		})
 	}
@@ -62,12 +73,28 @@ type script struct {
 	instances map[string]*exec.Cmd
 	lastExec  []string          // the last exec's arguments, for waitexec
 	epochs    map[string]string // partition -> STATE@epoch, for sameepochs
+	srcDir    string            // the source's data directory, "" if it keeps none
+	srcPorts  []int             // the ports of a source taken down by sourcedown
+	topicIDs  map[string]string // source topic ids, for sametopicid
 	mu        sync.Mutex
 }
 
 func newScript(t *testing.T) *script {
 	src, dst := enginetest.Pair(t)
-	s := &script{t: t, src: src, dst: dst, work: t.TempDir(), marks: map[string][]int64{}, instances: map[string]*exec.Cmd{}}
+	return scriptOn(t, src, dst, "")
+}
+
+// newDurableScript is newScript with a source that keeps its records in a
+// directory, so sourcedown and sourceback take it down and bring it back.
+func newDurableScript(t *testing.T) *script {
+	dir := t.TempDir()
+	src := enginetest.NewCluster(t, "kmirror-test-source", kfake.DataDir(dir))
+	dst := enginetest.NewCluster(t, "kmirror-test-destination")
+	return scriptOn(t, src, dst, dir)
+}
+
+func scriptOn(t *testing.T, src, dst *enginetest.Cluster, srcDir string) *script {
+	s := &script{t: t, src: src, dst: dst, work: t.TempDir(), marks: map[string][]int64{}, instances: map[string]*exec.Cmd{}, srcDir: srcDir, topicIDs: map[string]string{}}
 	t.Cleanup(func() {
 		for _, c := range s.instances {
 			_ = c.Process.Kill()
@@ -104,17 +131,30 @@ func (s *script) expand(v string) string {
 //	[!]stdout RE            the last exec's stdout matches (does not match) RE
 //	[!]stderr RE            likewise for stderr
 //	file NAME LINE...       write a file in $WORK, one line per argument
-//	topic NAME PARTITIONS   create a source topic
+//	topic NAME PARTITIONS [KEY=VALUE...]
+//	                        create a source topic, with topic configs
+//	dstconfig TOPIC KEY VAL wait until the destination topic's config KEY is VAL
 //	grow TOPIC PARTITIONS   add partitions to a source topic, up to PARTITIONS
-//	produce TOPIC N         write N records to every partition of a source topic
-//	instance NAME [ARGS...] start a `kmirror run` process, with more flags
+//	produce TOPIC N [dst]   write N records to every partition of a source
+//	                        topic (of the destination's topic with dst)
+//	instance NAME [ARGS...] start a `kmirror run` process, with more flags;
+//	                        on the destination unless ARGS name a
+//	                        --bootstrap-server
 //	kill NAME               SIGKILL it
-//	sourcedown              stop the source cluster for good
+//	sourcedown              stop the source cluster (for good, unless the
+//	                        script says sourceback: then it keeps its records)
+//	sourceback              start the source again, on its ports, from its records
+//	writable TOPIC          a plain producer appends to every partition of
+//	                        the destination's topic
 //	waitdescribe RE         repeat --describe until its output matches RE
-//	caughtup TOPIC          wait until the destination ends equal the source ends
+//	caughtup TOPIC [back]   wait until the destination ends equal the source
+//	                        ends (with back: the source's equal the destination's)
 //	mark TOPIC              remember the destination ends
 //	unchanged TOPIC         the destination ends equal the marked ones
 //	identical TOPIC         batches and records identical on both sides
+//	topicid TOPIC           remember the source topic's id
+//	sametopicid TOPIC       the source topic still has the id remembered (it
+//	                        was not deleted and recreated)
 //	deletetopic TOPIC       delete a source topic
 //	setenv NAME VALUE       set an environment variable for the rest of the script
 //	waitexec RE             repeat the last exec until its stdout matches RE
@@ -216,7 +256,32 @@ func (s *script) command(args []string) error {
 		return os.WriteFile(filepath.Join(s.work, args[1]), []byte(strings.Join(args[2:], "\n")+"\n"), 0o600)
 	case "topic":
 		n, _ := strconv.Atoi(args[2])
-		s.src.CreateTopic(s.t, args[1], int32(n), nil)
+		var configs map[string]*string
+		for _, kv := range args[3:] {
+			k, v, _ := strings.Cut(kv, "=")
+			if configs == nil {
+				configs = map[string]*string{}
+			}
+			configs[k] = &v
+		}
+		s.src.CreateTopic(s.t, args[1], int32(n), configs)
+	case "dstconfig":
+		enginetest.Wait(s.t, 60*time.Second, func() (bool, string) {
+			rcs, err := kadm.NewClient(s.dst.Client(s.t)).DescribeTopicConfigs(ctx, args[1])
+			if err != nil {
+				return false, err.Error()
+			}
+			rc, err := rcs.On(args[1], nil)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, c := range rc.Configs {
+				if c.Key == args[2] {
+					return c.MaybeValue() == args[3], fmt.Sprintf("destination %s %s=%s, want %s", args[1], args[2], c.MaybeValue(), args[3])
+				}
+			}
+			return false, fmt.Sprintf("destination %s has no %s", args[1], args[2])
+		})
 	case "grow":
 		n, _ := strconv.Atoi(args[2])
 		resp, err := s.src.Admin(s.t).UpdatePartitions(ctx, n, args[1])
@@ -228,13 +293,36 @@ func (s *script) command(args []string) error {
 		}
 	case "produce":
 		n, _ := strconv.Atoi(args[2])
-		ends, err := enginetest.Ends(ctx, s.src.Client(s.t), args[1])
+		on := s.src
+		if len(args) > 3 && args[3] == "dst" {
+			on = s.dst
+		}
+		ends, err := enginetest.Ends(ctx, on.Client(s.t), args[1])
 		if err != nil {
 			return err
 		}
-		enginetest.Produce(s.t, s.src.Client(s.t, enginetest.ProducerOpts("zstd", true)...), args[1], int32(len(ends)), n, "script")
+		enginetest.Produce(s.t, on.Client(s.t, enginetest.ProducerOpts("zstd", true)...), args[1], int32(len(ends)), n, "script")
+	case "writable":
+		before, err := enginetest.Ends(ctx, s.dst.Client(s.t), args[1])
+		if err != nil {
+			return err
+		}
+		cl := s.dst.Client(s.t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableIdempotentWrite())
+		for p := range before {
+			r := &kgo.Record{Topic: args[1], Partition: int32(p), Value: []byte("written on the destination")}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				return fmt.Errorf("%s/%d not writable: %w", args[1], p, err)
+			}
+			if r.Offset != before[p] {
+				return fmt.Errorf("%s/%d: appended at %d, want the log end %d", args[1], p, r.Offset, before[p])
+			}
+		}
 	case "instance":
-		cmd := exec.Command(os.Args[0], append([]string{"run", "--bootstrap-server", strings.Join(s.dst.Addrs(), ","), "--instance", args[1]}, args[2:]...)...)
+		argv := []string{"run", "--bootstrap-server", strings.Join(s.dst.Addrs(), ",")}
+		if slices.Contains(args[2:], "--bootstrap-server") {
+			argv = argv[:1]
+		}
+		cmd := exec.Command(os.Args[0], append(append(argv, "--instance", args[1]), args[2:]...)...)
 		cmd.Env = append(os.Environ(), asMainEnv+"=1")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
@@ -249,7 +337,23 @@ func (s *script) command(args []string) error {
 		}
 		_ = cmd.Wait()
 	case "sourcedown":
+		s.srcPorts = nil
+		for _, a := range s.src.Addrs() {
+			_, p, _ := strings.Cut(a, ":")
+			n, _ := strconv.Atoi(p)
+			s.srcPorts = append(s.srcPorts, n)
+		}
 		s.src.Close()
+	case "sourceback":
+		if s.srcDir == "" || s.srcPorts == nil {
+			return fmt.Errorf("sourceback needs a durable source taken down by sourcedown")
+		}
+		back, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID(s.src.ID), kfake.Ports(s.srcPorts...), kfake.DataDir(s.srcDir))
+		if err != nil {
+			return err
+		}
+		s.t.Cleanup(back.Close)
+		s.src = &enginetest.Cluster{Cluster: back, ID: s.src.ID}
 	case "waitdescribe":
 		re, err := regexp.Compile(strings.Join(args[1:], " "))
 		if err != nil {
@@ -262,9 +366,13 @@ func (s *script) command(args []string) error {
 			return re.MatchString(s.stdout), fmt.Sprintf("describe does not match %q:\n%s%s", re, s.stdout, s.stderr)
 		})
 	case "caughtup":
+		from, to := s.src, s.dst
+		if len(args) > 2 && args[2] == "back" {
+			from, to = s.dst, s.src
+		}
 		enginetest.Wait(s.t, 60*time.Second, func() (bool, string) {
-			se, err1 := enginetest.Ends(ctx, s.src.Client(s.t), args[1])
-			de, err2 := enginetest.Ends(ctx, s.dst.Client(s.t), args[1])
+			se, err1 := enginetest.Ends(ctx, from.Client(s.t), args[1])
+			de, err2 := enginetest.Ends(ctx, to.Client(s.t), args[1])
 			return err1 == nil && err2 == nil && slices.Equal(se, de), fmt.Sprintf("source %v destination %v (%v %v)", se, de, err1, err2)
 		})
 	case "mark", "unchanged":
@@ -276,6 +384,17 @@ func (s *script) command(args []string) error {
 			s.marks[args[1]] = de
 		} else if !slices.Equal(de, s.marks[args[1]]) {
 			return fmt.Errorf("destination ends moved from %v to %v", s.marks[args[1]], de)
+		}
+	case "topicid", "sametopicid":
+		td, err := kadm.NewClient(s.src.Client(s.t)).ListTopics(ctx, args[1])
+		if err != nil {
+			return err
+		}
+		id := td[args[1]].ID.String()
+		if args[0] == "topicid" {
+			s.topicIDs[args[1]] = id
+		} else if id != s.topicIDs[args[1]] {
+			return fmt.Errorf("source topic %s has id %s, remembered %s", args[1], id, s.topicIDs[args[1]])
 		}
 	case "identical":
 		se, err := enginetest.Ends(ctx, s.src.Client(s.t), args[1])
@@ -360,13 +479,7 @@ func TestSourceClusterChangeFailsUntilRecovered(t *testing.T) {
 	dir := t.TempDir()
 	src := enginetest.NewCluster(t, "kmirror-test-source", kfake.DataDir(dir))
 	dst := enginetest.NewCluster(t, "kmirror-test-destination")
-	s := &script{t: t, src: src, dst: dst, work: t.TempDir(), marks: map[string][]int64{}, instances: map[string]*exec.Cmd{}}
-	t.Cleanup(func() {
-		for _, c := range s.instances {
-			_ = c.Process.Kill()
-			_ = c.Wait()
-		}
-	})
+	s := scriptOn(t, src, dst, "")
 	must := func(args ...string) {
 		t.Helper()
 		if err := s.command(args); err != nil {

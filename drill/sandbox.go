@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -68,7 +69,7 @@ func (t *sandboxTarget) destination() cluster { return t.side(sandbox.SideB) }
 func (t *sandboxTarget) wantTopics() []string { return sandbox.TopicNames() }
 
 // preflight checks A answers and the demo group is processing there, and
-// reads the group's offsets on B.
+// waits until the group's offsets are on B.
 func (t *sandboxTarget) preflight(ctx context.Context, r *stepRun) error {
 	d, sb := r.d, t.sb
 	if _, err := endOffsets(ctx, t.side(sandbox.SideA), []string{sandbox.ProcessedTopic}); err != nil {
@@ -86,16 +87,53 @@ func (t *sandboxTarget) preflight(ctx context.Context, r *stepRun) error {
 	}
 	r.line("group %s is processing %s on A (commits for %d partitions)", sandbox.GroupID, sandbox.ProcessedTopic, len(sb.Consumer().Committed(sandbox.SideA)))
 
-	g, err := groupOffsets(ctx, t.destination(), sandbox.GroupID)
-	if err != nil {
-		return err
+	return t.groupOnB(ctx, r)
+}
+
+// groupOnB waits until the group offset sync has brought the demo group's
+// position to B: for every partition the group had committed on A when
+// the wait began, B holds that offset or a later one. A failover before
+// that would restart the group on B from older offsets than the mirror
+// can give (from the earliest, if none reached B), and the drill would
+// count as processed twice what the sync was about to carry. The line
+// says how long the sync took to get there.
+func (t *sandboxTarget) groupOnB(ctx context.Context, r *stepRun) error {
+	d, sb := r.d, t.sb
+	start := d.cfg.Now()
+	want := sb.Consumer().Committed(sandbox.SideA)
+	var behind []string
+	var lastErr error
+	reached := WaitFor(ctx, d.cfg.StepTimeout, 100*time.Millisecond, func() bool {
+		g, err := groupOffsets(ctx, t.destination(), sandbox.GroupID)
+		if err != nil {
+			lastErr = err
+			return false
+		}
+		behind = behind[:0]
+		for _, p := range slices.Sorted(maps.Keys(want)) {
+			if on, ok := g[sandbox.ProcessedTopic][p]; !ok || on < want[p] {
+				at := "none"
+				if ok {
+					at = fmt.Sprint(on)
+				}
+				behind = append(behind, fmt.Sprintf("%s: %s on B, %d on A", ptKey(sandbox.ProcessedTopic, p), at, want[p]))
+			}
+		}
+		return len(behind) == 0
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	if len(g[sandbox.ProcessedTopic]) == 0 {
-		r.line("group %s has no offsets on B: no group offset sync reached B, so after the switch it starts from the earliest offset (duplicates expected)", sandbox.GroupID)
-		d.m.anomaly("preflight: group %s had no committed offsets on B; it will reprocess from the earliest offset", sandbox.GroupID)
-	} else {
-		r.line("group %s has offsets on B for %d partitions of %s", sandbox.GroupID, len(g[sandbox.ProcessedTopic]), sandbox.ProcessedTopic)
+	if !reached {
+		why := strings.Join(behind, "; ")
+		if lastErr != nil && why == "" {
+			why = lastErr.Error()
+		}
+		return fmt.Errorf("group %s's offsets did not reach B within %s (the mirror syncs group offsets every mirror.metadata.refresh.interval.ms): %s",
+			sandbox.GroupID, d.cfg.StepTimeout, why)
 	}
+	r.line("group %s's offsets are on B for its %d partitions of %s, at or past its commits on A when preflight began; the group offset sync took %s to bring them",
+		sandbox.GroupID, len(want), sandbox.ProcessedTopic, d.cfg.Now().Sub(start).Round(10*time.Millisecond))
 	return nil
 }
 

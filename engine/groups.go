@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -64,6 +65,13 @@ func (m *mirror) syncGroups(ctx context.Context) {
 		return
 	}
 	every(ctx, func() time.Duration { return m.settings().groupSync.interval }, func() {
+		// Offsets committed on another cluster are not the source's:
+		// a bootstrap that reaches one fails the mirror, as the
+		// metadata refresh does, and nothing is committed.
+		if err := m.checkSourceCluster(ctx); errors.Is(err, ErrSourceClusterChanged) {
+			m.failSourceChanged(fmt.Errorf("mirror %s group offset sync: %w", m.cfg.Name, err))
+			return
+		}
 		topics := m.syncedTopics()
 		err := m.syncGroupsOnce(ctx, topics)
 		if err != nil && ctx.Err() == nil {

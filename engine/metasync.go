@@ -193,6 +193,13 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 		st.record(&st.status.Topics, now, 0, 0, err)
 		st.record(&st.status.Configs, now, 0, 0, err)
 		st.record(&st.status.ACLs, now, 0, 0, err)
+		if errors.Is(err, ErrSourceClusterChanged) {
+			// KIP-1279: synchronization for this mirror stops, in
+			// terminal FAILED, whether or not the data path is busy
+			// enough to notice by itself.
+			m.failSourceChanged(err)
+			return
+		}
 		m.e.emit(LevelWarn, m.cfg.Name, "", -1, err.Error())
 		return
 	}
@@ -219,6 +226,39 @@ func (m *mirror) metaSyncOnce(ctx context.Context) {
 	st.mu.Lock()
 	st.status.Rounds++
 	st.mu.Unlock()
+}
+
+// checkSourceCluster asks the source for its cluster id alone (a metadata
+// request naming no topic) and returns ErrSourceClusterChanged when it is
+// not the one the mirror was created against.
+func (m *mirror) checkSourceCluster(ctx context.Context) error {
+	meta, err := m.src.metadata(ctx, []string{})
+	if err != nil {
+		return err
+	}
+	if meta.clusterID != m.sourceID {
+		return fmt.Errorf("%w: the source bootstrap reaches cluster %s, the mirror was created against %s", ErrSourceClusterChanged, meta.clusterID, m.sourceID)
+	}
+	return nil
+}
+
+// failSourceChanged fails every partition of the mirror not failed over,
+// non-retryable (source_cluster_changed): PAUSED and idle ones too. A
+// stopped topic is the destination's and stays as it is.
+func (m *mirror) failSourceChanged(err error) {
+	n := 0
+	for _, t := range m.notStopped(m.topicList()) {
+		for _, r := range m.runnersOf(t) {
+			if r.Stats().WaitsForRecover() {
+				continue // already waiting for recover
+			}
+			r.Inject(r.Failure(err))
+			n++
+		}
+	}
+	if n > 0 {
+		m.e.emit(LevelError, m.cfg.Name, "", -1, fmt.Sprintf("%v: %d partitions FAILED until recovered", err, n))
+	}
 }
 
 // failRecreated fails the partitions of mirrored topics whose source topic

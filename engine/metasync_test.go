@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -413,4 +415,70 @@ func TestACLSyncDefaultsToEveryACL(t *testing.T) {
 		}
 		return all.LastSync.After(from.Add(300 * time.Millisecond)), fmt.Sprintf("ACL sync of mirror all: %+v", all)
 	})
+}
+
+// TestRefreshFailsMirrorOnSourceClusterChange: KIP-1279's refresh checks the
+// source cluster id and, on a mismatch, stops the mirror in terminal FAILED.
+// Every partition is PAUSED, so no fetch, append or alignment runs and only
+// the refresh can see that the source bootstrap now reaches another cluster
+// (replaced on the same ports): within two refresh intervals every
+// partition is FAILED, non-retryable, cause source_cluster_changed. Before,
+// the refresh only warned and skipped its round, and the partitions stayed
+// PAUSED.
+func TestRefreshFailsMirrorOnSourceClusterChange(t *testing.T) {
+	const interval = time.Second
+	src := enginetest.NewCluster(t, "kmirror-test-source")
+	dst := enginetest.NewCluster(t, "kmirror-test-destination")
+	e := envOn(t, src, dst)
+	e.startEngine()
+	src.CreateTopic(t, "orders", 3, nil)
+	src.CreateTopic(t, "clicks", 1, nil)
+	enginetest.Produce(t, e.srcCl, "orders", 3, 20, "x")
+	e.startMirrorWith(func(c *engine.MirrorConfig) { c.SyncMetadata(interval, nil, nil, nil) }, "orders", "clicks")
+	e.waitCaughtUp("orders", "clicks")
+	if err := e.eng.Control(context.Background(), engine.Command{Kind: engine.CmdPause, Mirror: "a-to-b"}); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		e.waitState("orders", p, partition.Paused)
+	}
+	e.waitState("clicks", 0, partition.Paused)
+
+	var ports []int
+	for _, a := range src.Addrs() {
+		_, p, _ := strings.Cut(a, ":")
+		n, _ := strconv.Atoi(p)
+		ports = append(ports, n)
+	}
+	src.Close()
+	other, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("some-other-cluster"), kfake.Ports(ports...), kfake.SeedTopics(3, "orders", "clicks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	swapped := time.Now()
+
+	var took time.Duration
+	enginetest.Wait(t, 30*time.Second, func() (bool, string) {
+		ps := e.partitions()
+		for _, p := range ps {
+			if p.State != partition.Failed || p.Retryable || p.Cause != partition.CauseSourceClusterChanged {
+				return false, fmt.Sprintf("%s/%d %s (%s, retryable %v) after %s: %s", p.Topic, p.Partition, p.State, p.Cause, p.Retryable, time.Since(swapped), e.describe())
+			}
+		}
+		took = time.Since(swapped)
+		return len(ps) == 4, e.describe()
+	})
+	t.Logf("every partition FAILED %s after the swap (refresh interval %s)", took, interval)
+	if took > 2*interval {
+		t.Errorf("FAILED after %s, want within two refresh intervals (%s)", took, 2*interval)
+	}
+	for _, p := range e.partitions() {
+		if !strings.Contains(p.Error, "metadata sync") || !strings.Contains(p.Error, "some-other-cluster") || !strings.Contains(p.Error, "kmirror-test-source") {
+			t.Errorf("%s/%d error %q: want the refresh naming both cluster ids", p.Topic, p.Partition, p.Error)
+		}
+		if p.PrevState != partition.Paused {
+			t.Errorf("%s/%d failed from %s, want PAUSED (where recover returns it)", p.Topic, p.Partition, p.PrevState)
+		}
+	}
 }

@@ -158,6 +158,7 @@ func outage(ps []PartitionSnapshot, st Reachability, now time.Time) {
 		case partition.Unknown, partition.LogAlignment, partition.EpochFencing, partition.Mirroring, partition.Failed, partition.ULERecovery:
 		}
 		p.SourceHWM, p.Lag = -1, 0
+		p.LagAtContact = p.LagTime
 		p.LagTime = max(p.LagTime, behind)
 	}
 }

@@ -1,5 +1,11 @@
 package views
 
+import (
+	"slices"
+
+	"github.com/kmirror/kmirror/engine/partition"
+)
+
 // colID names a partitions-table column.
 type colID int8
 
@@ -78,9 +84,32 @@ const (
 // mirrorW is the MIRROR column width (0 for none): the longest mirror name,
 // capped.
 func partitionColumns(width, mirrorW int) []column {
+	hasEpoch := func(cols []column) bool {
+		return slices.ContainsFunc(cols, func(c column) bool { return c.id == colEpoch })
+	}
+	cols := partitionColumnsWith(width, mirrorW, 13, minTopicWidth)
+	if hasEpoch(cols) {
+		return cols
+	}
+	// Several mirrors at 80 columns: the epochs stay (the design asks
+	// for them live per partition), the state names shorten (shortState),
+	// the topic gives two cells and a long mirror name what else is needed.
+	for mw := mirrorW; ; mw-- {
+		if narrow := partitionColumnsWith(width, mw, shortStateWidth, minTopicWidth-2); hasEpoch(narrow) {
+			return narrow
+		}
+		if mw <= len("MIRROR") {
+			return cols
+		}
+	}
+}
+
+// partitionColumnsWith is partitionColumns with the state column stateW
+// cells wide and the topic kept at topicMin cells at least.
+func partitionColumnsWith(width, mirrorW, stateW, topicMin int) []column {
 	fixed := []column{
 		{colPartition, 3, true},
-		{colState, 13, false},
+		{colState, stateW, false},
 		{colSrcOffset, 10, true},
 		{colDstOffset, 10, true},
 		{colLag, 7, true},
@@ -96,7 +125,7 @@ func partitionColumns(width, mirrorW int) []column {
 	}
 	if mirrorW > 0 {
 		// Long mirror names give way before the failover columns do.
-		mirrorW = max(min(mirrorW, width-used-minTopicWidth-1), len("MIRROR"))
+		mirrorW = max(min(mirrorW, width-used-topicMin-1), len("MIRROR"))
 		used += mirrorW + 1
 	}
 	chosen := map[colID]column{}
@@ -104,15 +133,15 @@ func partitionColumns(width, mirrorW int) []column {
 		chosen[c.id] = c
 	}
 	for _, c := range optional {
-		if width-(used+1+c.width) < minTopicWidth {
+		if width-(used+1+c.width) < topicMin {
 			break
 		}
 		used += 1 + c.width
 		chosen[c.id] = c
 	}
 	topic := width - used
-	if topic < minTopicWidth {
-		topic = minTopicWidth
+	if topic < topicMin {
+		topic = topicMin
 	}
 	chosen[colTopic] = column{colTopic, topic, false}
 	if mirrorW > 0 {
@@ -174,3 +203,31 @@ func topicColumns(width, mirrorW int) []column {
 }
 
 var topicOrder = []colID{colMirror, colTopic, colParts, colStates, colLag, colLagTime, colETA, colRate}
+
+// shortStateWidth is the state column's width with shortState's names.
+const shortStateWidth = 9
+
+// shortState is a state's name in at most shortStateWidth cells, for a
+// table that would otherwise drop the epochs: the long names of transient
+// states are cut to what still reads as them.
+func shortState(st partition.State) string {
+	switch st {
+	case partition.LogAlignment:
+		return "LOG_ALIGN"
+	case partition.EpochFencing:
+		return "FENCING"
+	case partition.ULERecovery:
+		return "ULE_RECOV"
+	case partition.Unknown, partition.Mirroring, partition.Pausing, partition.Paused,
+		partition.Stopping, partition.Stopped, partition.Failed:
+	}
+	return StateLabel(st)
+}
+
+// stateText is a state's name as a state column of width cells shows it.
+func stateText(st partition.State, width int) string {
+	if width < len(StateLabel(st)) {
+		return shortState(st)
+	}
+	return StateLabel(st)
+}

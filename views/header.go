@@ -247,10 +247,13 @@ func (h *Header) rates() string {
 	lag := s.Label.Render("lag ") + lagStyle.Render(groupDigits(h.sum.TotalLag)+" records")
 	rpo := s.Label.Render("RPO≈ ") + rpoStyle.Render(duration(h.sum.WorstLagTime))
 	if h.sum.LagUnknown > 0 {
-		// The source's end is not known: what is behind is at least
-		// the time since it last answered, in records unknown.
+		// The source's end is not known: the records behind are
+		// unknown; in time, during an outage, the loss is a range.
 		lag = s.Label.Render("lag ") + s.Err.Render("unknown")
-		rpo = s.Label.Render("RPO ") + s.Err.Render("≥ "+duration(h.sum.WorstLagTime))
+		rpo = s.Label.Render("RPO ") + s.Err.Render("unknown")
+		if len(h.sum.Outages) > 0 {
+			rpo = lossWindow(s, &h.sum)
+		}
 	}
 	where := ""
 	if h.sum.WorstLagTime > 0 {
@@ -277,5 +280,5 @@ func (h *Header) rates() string {
 			return line
 		}
 	}
-	return lag + "  " + tp
+	return lag // the numbers that matter most, before the throughput
 }

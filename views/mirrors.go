@@ -41,7 +41,7 @@ func (v *Mirrors) SetSnapshot(snap engine.Snapshot) {
 	v.snap = snap
 	v.sums = make([]Summary, len(snap.Mirrors))
 	for i := range snap.Mirrors {
-		v.sums[i] = SummarizeMirror(&snap.Mirrors[i])
+		v.sums[i] = SummarizeMirror(&snap.Mirrors[i], snap.Taken)
 	}
 	v.refilter()
 }
@@ -229,7 +229,11 @@ func (v *Mirrors) card(i int) []string {
 	lag := s.Label.Render("lag ") + s.Text.Render(groupDigits(sum.TotalLag)+" records") +
 		"  " + s.Label.Render("RPO≈ ") + s.Text.Render(duration(sum.WorstLagTime))
 	if sum.LagUnknown > 0 {
-		lag = s.Label.Render("lag ") + s.Err.Render("unknown") + "  " + s.Label.Render("RPO ") + s.Err.Render("≥ "+duration(sum.WorstLagTime))
+		rpo := s.Label.Render("RPO ") + s.Err.Render("unknown")
+		if len(sum.Outages) > 0 {
+			rpo = lossWindow(s, &sum)
+		}
+		lag = s.Label.Render("lag ") + s.Err.Render("unknown") + "  " + rpo
 	}
 	if nm, ok := notMirrored(s, &sum); ok {
 		lag = nm

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -265,6 +266,14 @@ func TestColumnsFitTheWidth(t *testing.T) {
 					t.Errorf("width %d: column %s missing", w, must)
 				}
 			}
+		}
+	}
+	// The epochs stay at 80 columns with several mirrors (the MIRROR
+	// column shown), whatever the mirror names' length.
+	for _, mirrorW := range []int{0, 6, 12} {
+		cols := partitionColumns(80, mirrorW)
+		if !slices.ContainsFunc(cols, func(c column) bool { return c.id == colEpoch }) {
+			t.Errorf("80 columns, mirror column %d: no EPOCH in %v", mirrorW, cols)
 		}
 	}
 	if n := len(partitionColumns(160, 6)); n != 12 {

@@ -49,7 +49,7 @@ func (v *Partitions) cellText(c column, p *engine.PartitionSnapshot) string {
 	case colPartition:
 		return itoa32(p.Partition)
 	case colState:
-		return StateLabel(p.State)
+		return stateText(p.State, c.width)
 	case colSrcOffset:
 		return offset(p.SourceHWM)
 	case colDstOffset:
@@ -129,7 +129,7 @@ func (v *Partitions) rowLine(p *engine.PartitionSnapshot, selected bool) string 
 		text := fit(v.cellText(c, p), c.width, c.right)
 		switch {
 		case c.id == colState:
-			label := StateLabel(p.State)
+			label := stateText(p.State, c.width)
 			put(cellState, label)
 			put(cellText, strings.Repeat(" ", max(c.width-len(label), 0)))
 		case c.id == colLagTime && p.LagTime >= lagTimeWarn:

@@ -26,6 +26,11 @@ type Summary struct {
 	// style, never "lag 0".
 	Outages    []Outage
 	LagUnknown int
+	// LossAtLeast and LossAtMost bound, while a source does not answer,
+	// the writes a failover now loses, in time: at least the lag at the
+	// source's last answer, at most that plus the time since (the
+	// source may have taken writes until now). Zero without an outage.
+	LossAtLeast, LossAtMost time.Duration
 
 	// Stopped counts the STOPPED partitions (failed over): their lag is
 	// history, what matters is what the stop left on the source.
@@ -54,8 +59,9 @@ type Outage struct {
 	Waiting int // its partitions that need the source (not paused or stopped)
 }
 
-// addMirror counts a mirror's partitions and its source's outage.
-func (s *Summary) addMirror(m *engine.MirrorSnapshot) {
+// addMirror counts a mirror's partitions and its source's outage, as of
+// taken (the snapshot's time).
+func (s *Summary) addMirror(m *engine.MirrorSnapshot, taken time.Time) {
 	for j := range m.Partitions {
 		s.add(&m.Partitions[j])
 	}
@@ -67,11 +73,18 @@ func (s *Summary) addMirror(m *engine.MirrorSnapshot) {
 		src = m.Source.Bootstrap[0]
 	}
 	o := Outage{Mirror: m.Name, Source: src, Since: m.SourceReach.DownSince, Error: m.SourceReach.Error}
+	contact := m.SourceReach.LastOK
+	if contact.IsZero() {
+		contact = m.SourceReach.DownSince
+	}
+	silent := max(taken.Sub(contact), 0)
 	for j := range m.Partitions {
-		switch st := m.Partitions[j].State; {
-		case needsSource(st):
+		switch p := &m.Partitions[j]; {
+		case needsSource(p.State):
 			o.Waiting++
-		case st == partition.Stopped:
+			s.LossAtLeast = max(s.LossAtLeast, p.LagAtContact)
+			s.LossAtMost = max(s.LossAtMost, p.LagAtContact+silent)
+		case p.State == partition.Stopped:
 			s.NotMirroredAtLeast = true
 		}
 	}
@@ -122,10 +135,10 @@ func (s *Summary) add(p *engine.PartitionSnapshot) {
 	}
 }
 
-// SummarizeMirror aggregates one mirror.
-func SummarizeMirror(m *engine.MirrorSnapshot) Summary {
+// SummarizeMirror aggregates one mirror of a snapshot taken at taken.
+func SummarizeMirror(m *engine.MirrorSnapshot, taken time.Time) Summary {
 	var s Summary
-	s.addMirror(m)
+	s.addMirror(m, taken)
 	return s
 }
 
@@ -133,9 +146,18 @@ func SummarizeMirror(m *engine.MirrorSnapshot) Summary {
 func Summarize(snap *engine.Snapshot) Summary {
 	var s Summary
 	for i := range snap.Mirrors {
-		s.addMirror(&snap.Mirrors[i])
+		s.addMirror(&snap.Mirrors[i], snap.Taken)
 	}
 	return s
+}
+
+// lossWindow renders, while a source does not answer, what a failover
+// now loses as the range the console can prove: at least the lag at the
+// source's last answer, at most that plus the time since. (The time since
+// alone is not a lower bound: a caught-up mirror loses only what the
+// source took after it stopped answering, if anything.)
+func lossWindow(skin *Skin, sum *Summary) string {
+	return skin.Label.Render("RPO ") + skin.Err.Render("between "+duration(sum.LossAtLeast)+" and "+duration(sum.LossAtMost))
 }
 
 // stateItems renders the non-zero state counts in display order, each
@@ -151,18 +173,27 @@ func stateItems(skin *Skin, counts map[partition.State]int) []string {
 }
 
 // notMirrored renders what the stop of every partition of sum left on the
-// source, when they are all stopped (ok false otherwise): their lag and
-// RPO no longer move. A source gone at the stop makes the count unknown,
-// or with a source that no longer answers a lower bound (its last
-// answer), both in the error style.
+// source, when they are all stopped (ok false otherwise): how many
+// partitions failed over and the records not mirrored, their lag and RPO
+// no longer moving. A source gone at the stop makes the count unknown for
+// its partitions (their last mirrored offsets are known: the records
+// beyond them on the source are what is lost), and a source that no longer
+// answers makes it a lower bound (its last answer), both in the error
+// style.
 func notMirrored(skin *Skin, sum *Summary) (string, bool) {
 	if sum.Partitions == 0 || sum.Stopped != sum.Partitions {
 		return "", false
 	}
-	label := skin.Label.Render("failed over, not mirrored ")
+	what := itoa(sum.Stopped) + " partitions"
+	if sum.Stopped == 1 {
+		what = "1 partition"
+	}
+	label := skin.Text.Render(what) + skin.Label.Render(" failed over, not mirrored: ")
 	switch {
+	case sum.NotMirroredUnknown == sum.Stopped:
+		return label + skin.Err.Render("unknown, source gone at the stop"), true
 	case sum.NotMirroredUnknown > 0:
-		return label + skin.Err.Render("unknown"), true
+		return label + skin.Err.Render("≥ "+groupDigits(sum.NotMirrored)+" records, "+itoa(sum.NotMirroredUnknown)+" partitions unknown"), true
 	case sum.NotMirroredAtLeast:
 		return label + skin.Err.Render("≥ "+groupDigits(sum.NotMirrored)+" records"), true
 	case sum.NotMirrored > 0:

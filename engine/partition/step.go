@@ -322,9 +322,24 @@ func onError(s Status, ev Error) (Status, []Action, error) {
 	switch s.State {
 	case LogAlignment, EpochFencing, Mirroring, Pausing, Stopping, ULERecovery:
 		return fail(s, ev.Err, ev.Cause, ev.Retryable, ev.Now, ev.Jitter)
-	case Unknown, Paused, Stopped:
+	case Paused:
+		// A fatal fault found outside the data path (the metadata
+		// refresh seeing another source cluster, the source topic gone)
+		// ends the partition's mirroring even while nothing runs: a
+		// resume would otherwise copy from what is not its source.
+		if ev.Cause.Fatal() {
+			return fail(s, ev.Err, ev.Cause, false, ev.Now, ev.Jitter)
+		}
+		return reject(s, KindError, "no work running")
+	case Unknown, Stopped:
 		return reject(s, KindError, "no work running")
 	case Failed:
+		// A retry in waiting would meet the fatal fault anyway: the
+		// partition waits for recover instead, saying why. It keeps the
+		// state it failed from, where recover returns it.
+		if ev.Cause.Fatal() && s.Retryable {
+			return failKeeping(s, s.PrevState, ev.Err, ev.Cause, false, ev.Now, ev.Jitter)
+		}
 		return reject(s, KindError, "already FAILED")
 	}
 	return reject(s, KindError, "unknown state")
@@ -334,13 +349,18 @@ func onError(s Status, ev Error) (Status, []Action, error) {
 // retry number Attempt+1 after a full-jitter backoff; once the attempts are
 // used up the partition stays FAILED, no longer retryable, until recovered.
 func fail(s Status, msg string, cause Cause, retryable bool, now time.Time, jitter float64) (Status, []Action, error) {
+	return failKeeping(s, s.State, msg, cause, retryable, now, jitter)
+}
+
+// failKeeping is fail with the state a recover returns to given: prev.
+func failKeeping(s Status, prev State, msg string, cause Cause, retryable bool, now time.Time, jitter float64) (Status, []Action, error) {
 	from := s.State
 	cfg := s.Config.WithDefaults()
 	if cause == CauseNone {
 		cause = CauseOther
 	}
 	n := to(s, Failed)
-	n.PrevState, n.Error, n.Cause = from, msg, cause
+	n.PrevState, n.Error, n.Cause, n.NextRetry = prev, msg, cause, time.Time{}
 	n.Retryable = retryable && !cause.Fatal()
 	if !n.Retryable {
 		return moved(from, n, SeverityError, msg+" (waits for recover)", Halt{})

@@ -604,3 +604,57 @@ func TestNoRetriesFailsForGood(t *testing.T) {
 		t.Fatalf("source outage with no retries: %+v", s)
 	}
 }
+
+// A fatal fault found outside the data path (the metadata refresh seeing
+// another source cluster) fails a partition in every state but STOPPED,
+// including PAUSED (nothing running) and FAILED waiting for a retry; a
+// retryable one found outside leaves those two alone.
+func TestFatalFaultFailsIdlePartitions(t *testing.T) {
+	fatal := func(s Status) Error {
+		return Error{Epoch: s.StateEpoch, Err: "source cluster changed", Cause: CauseSourceClusterChanged, Now: t0}
+	}
+	tests := []struct {
+		from     State
+		ok       bool
+		prev     State // where recover returns it
+		retryOut State // the state a recover leads to
+	}{
+		{Paused, true, Paused, Paused},
+		{Failed, true, Mirroring, LogAlignment},
+		{Mirroring, true, Mirroring, LogAlignment},
+		{Stopped, false, Unknown, Stopped},
+		{Unknown, false, Unknown, Unknown},
+	}
+	for _, tt := range tests {
+		s := base(tt.from)
+		next, acts, err := Apply(s, fatal(s))
+		if !tt.ok {
+			if err == nil || next != s {
+				t.Errorf("%s: %+v %v, want rejected", tt.from, next, err)
+			}
+			continue
+		}
+		if err != nil || next.State != Failed || next.Retryable || next.Cause != CauseSourceClusterChanged ||
+			next.PrevState != tt.prev || !next.NextRetry.IsZero() {
+			t.Errorf("%s: %+v %v, want FAILED non-retryable source_cluster_changed from %s", tt.from, next, err, tt.prev)
+			continue
+		}
+		if p, ok := acts[0].(Persist); !ok || p.Status != next {
+			t.Errorf("%s: first action %+v, want the new status persisted", tt.from, acts[0])
+		}
+		// A tick never retries it; recover returns it where it was.
+		if n, _ := mustStep(t, next, Tick{Now: t0.Add(time.Hour)}); n != next {
+			t.Errorf("%s: a tick moved it: %+v", tt.from, n)
+		}
+		if n, _ := mustStep(t, next, Recover{}); n.State != tt.retryOut {
+			t.Errorf("%s: recover led to %s, want %s", tt.from, n.State, tt.retryOut)
+		}
+	}
+	// Retryable trouble found outside still leaves PAUSED and FAILED be.
+	for _, st := range []State{Paused, Failed} {
+		s := base(st)
+		if _, _, err := Apply(s, Error{Epoch: s.StateEpoch, Err: "down", Retryable: true, Cause: CauseSourceUnreachable, Now: t0}); err == nil {
+			t.Errorf("%s: a retryable fault applied", st)
+		}
+	}
+}

@@ -35,6 +35,11 @@ type PartitionSnapshot struct {
 	DestLogEnd     int64 // destination log end offset, -1 when unknown
 	Lag            int64 // SourceHWM - DestLogEnd, 0 when either is unknown
 	LagTime        time.Duration
+	// LagAtContact is, while the source does not answer, the lag in time
+	// at its last answer: the least a failover now loses. LagTime then
+	// grows from that answer; the most it loses is LagAtContact plus the
+	// time since the answer. Zero while the source answers.
+	LagAtContact time.Duration
 
 	SourceEpoch  int32 // current source leader epoch, -1 when unknown
 	SourceLeader int32 // source leader broker id, -1 when unknown

@@ -170,6 +170,13 @@ func (s *Stats) FailedFor(cause partition.Cause) bool {
 	return s.ps.State == partition.Failed && s.ps.Retryable && s.ps.Cause == cause
 }
 
+// WaitsForRecover reports whether the partition is FAILED, non-retryable.
+func (s *Stats) WaitsForRecover() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ps.State == partition.Failed && !s.ps.Retryable
+}
+
 // setRetrying publishes a transient failure MIRRORING retries on its own
 // (a realignment, a fetch retry) and the attempt it is at, so the console
 // and describe show a partition that is not making progress.
