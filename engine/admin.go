@@ -462,6 +462,10 @@ type DescribeRow struct {
 	OwnerHeartbeatAgeMs int64  `json:"ownerHeartbeatAgeMs"`          // age of the owner's last heartbeat, -1 none
 	SourceTopicID       string `json:"sourceTopicId,omitempty"`      // as recorded by the owner, "" unknown
 	DestinationTopicID  string `json:"destinationTopicId,omitempty"` // as recorded by the owner, "" unknown
+	// HeldWrites are the source's WRITE grants on the topic held back
+	// while it is mirrored and granted by --stop ("principal@host"), as
+	// the owner last recorded them; empty once the topic is stopped.
+	HeldWrites []string `json:"heldWrites,omitempty"`
 	// SourceUnreachableSince is when the mirror's source stopped
 	// answering, as a live instance's heartbeat reports it, or when
 	// describe itself could not reach it; "" while it answers. Then
@@ -543,6 +547,7 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 		}
 		first := len(rows)
 		for _, t := range topics {
+			from := len(rows)
 			seen := map[int32]bool{}
 			for _, r := range cat.PartitionsOf(mn, t.Topic) {
 				seen[r.Partition] = true
@@ -552,6 +557,16 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 				if !seen[p] {
 					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds).withOwner(ownerOf(cat, mn, t.Topic, "", now)))
 				}
+			}
+			if t.Desired == partition.DesiredStop {
+				continue // granted by the stop
+			}
+			var held []string
+			for _, g := range cat.HeldACLs[store.TopicRef{Mirror: mn, Topic: t.Topic}].Grants {
+				held = append(held, g.Principal+"@"+g.Host)
+			}
+			for i := from; i < len(rows); i++ {
+				rows[i].HeldWrites = held
 			}
 		}
 		for i := first; i < len(rows); i++ {
