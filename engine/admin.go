@@ -69,11 +69,14 @@ func (a *Admin) Catalog(ctx context.Context) (*store.Catalog, error) {
 	return cat, err
 }
 
-// resolveSecrets replaces ${env:…} and ${file:…} references.
+// resolveSecrets replaces the ${env:…} and ${file:…} references of a
+// mirror definition, within the instance's definition policy
+// (props.DefinitionPolicyFromEnv): a definition is written by whoever may
+// write __mirror_state, and must not read the instance's other secrets.
 func resolveSecrets(cfg map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(cfg))
 	for k, v := range cfg {
-		r, err := props.ResolveFromEnv(v)
+		r, err := props.ResolveDefinition(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -185,6 +188,9 @@ func buildDef(name string, p props.Properties, allowLiteralSecrets bool) (store.
 		default:
 			if props.IsLiteralSecret(key, e.Value) && !allowLiteralSecrets {
 				return def, warnings, fmt.Errorf("%s holds a literal secret: store a reference (${env:NAME} or ${file:/path:key}) or pass --allow-plaintext-secrets", e.Key)
+			}
+			if err := props.CheckDefinition(e.Value); err != nil {
+				return def, warnings, fmt.Errorf("mirror %s: %s: %w", name, e.Key, err)
 			}
 			def.SourceConfig[key] = e.Value
 		}
