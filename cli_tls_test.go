@@ -17,8 +17,8 @@ import (
 // password never echoed.
 func TestCLIKeystorePasswords(t *testing.T) {
 	const storePW = "cli-store-pw-e41b"
-	t.Setenv("KMIRROR_TEST_STORE_PASSWORD", storePW)
-	t.Setenv("KMIRROR_TEST_WRONG_PASSWORD", "cli-wrong-pw-09fa")
+	t.Setenv("KMIRROR_SOURCE_TEST_STORE_PASSWORD", storePW)
+	t.Setenv("KMIRROR_SOURCE_TEST_WRONG_PASSWORD", "cli-wrong-pw-09fa")
 	dstPKI, srcPKI := enginetest.NewPKI(t), enginetest.NewPKI(t)
 	dst := enginetest.NewCluster(t, "kmirror-test-destination", kfake.TLS(dstPKI.Server))
 	src := enginetest.NewCluster(t, "kmirror-test-source", kfake.TLS(srcPKI.ServerOnly))
@@ -35,7 +35,7 @@ func TestCLIKeystorePasswords(t *testing.T) {
 			"ssl.keystore.type=PKCS12", "ssl.keystore.location="+dstPKI.PKCS12Keystore(t, storePW),
 			"ssl.keystore.password=${env:"+pwEnv+"}",
 			"ssl.truststore.type=PKCS12", "ssl.truststore.location="+dstPKI.PKCS12Truststore(t, storePW),
-			"ssl.truststore.password=${env:KMIRROR_TEST_STORE_PASSWORD}")
+			"ssl.truststore.password=${env:KMIRROR_SOURCE_TEST_STORE_PASSWORD}")
 	}
 	source := func(name, pwEnv string) string {
 		return file(name, "bootstrap.servers="+addrs(src), "security.protocol=SSL",
@@ -43,7 +43,7 @@ func TestCLIKeystorePasswords(t *testing.T) {
 			"ssl.truststore.password=${env:"+pwEnv+"}")
 	}
 	B := addrs(dst)
-	good := destination("destination.properties", "KMIRROR_TEST_STORE_PASSWORD")
+	good := destination("destination.properties", "KMIRROR_SOURCE_TEST_STORE_PASSWORD")
 	if out := kmirrorCLI(t, 0, "--bootstrap-server", B, "--command-config", good, "--list"); !strings.Contains(out, "No mirrors found.") {
 		t.Errorf("--list over PKCS12 stores: %q", out)
 	}
@@ -65,14 +65,14 @@ func TestCLIKeystorePasswords(t *testing.T) {
 		}
 	}
 	refused("wrong ssl.keystore.password", "--bootstrap-server", B,
-		"--command-config", destination("wrong-destination.properties", "KMIRROR_TEST_WRONG_PASSWORD"), "--list")
+		"--command-config", destination("wrong-destination.properties", "KMIRROR_SOURCE_TEST_WRONG_PASSWORD"), "--list")
 	refused("wrong ssl.truststore.password", "--bootstrap-server", B, "--command-config", good,
-		"--create", "--mirror", "a-to-b", "--mirror-config", source("wrong-source.properties", "KMIRROR_TEST_WRONG_PASSWORD"))
+		"--create", "--mirror", "a-to-b", "--mirror-config", source("wrong-source.properties", "KMIRROR_SOURCE_TEST_WRONG_PASSWORD"))
 	if list := kmirrorCLI(t, 0, "--bootstrap-server", B, "--command-config", good, "--list"); strings.Contains(list, "a-to-b") {
 		t.Errorf("a refused mirror was recorded:\n%s", list)
 	}
 	out := kmirrorCLI(t, 0, "--bootstrap-server", B, "--command-config", good,
-		"--create", "--mirror", "a-to-b", "--mirror-config", source("source.properties", "KMIRROR_TEST_STORE_PASSWORD"))
+		"--create", "--mirror", "a-to-b", "--mirror-config", source("source.properties", "KMIRROR_SOURCE_TEST_STORE_PASSWORD"))
 	if !strings.Contains(out, "created mirror a-to-b") {
 		t.Errorf("--create over a JKS trust store: %q", out)
 	}

@@ -88,6 +88,7 @@ func describe(ctx context.Context, adm *engine.Admin, f *actionFlags, stdout, st
 		return writeJSON(stdout, rows)
 	}
 	warnOutages(rows, stderr)
+	noteHeldWrites(rows, stderr)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	if f.failed {
 		// KIP-1279's --failed table: what failed and whether it retries.
@@ -140,6 +141,21 @@ func warnOutages(rows []engine.DescribeRow, stderr io.Writer) {
 		}
 		seen[r.Mirror] = true
 		fmt.Fprintf(stderr, "warning: mirror %s: its source is unreachable since %s: %s; source offsets and lag are unknown\n", r.Mirror, r.SourceUnreachableSince, r.SourceError)
+	}
+}
+
+// noteHeldWrites says on stderr, once per topic, which WRITE grants of the
+// source --stop will create on the destination (stderr: the table's
+// columns stay what scripts parse).
+func noteHeldWrites(rows []engine.DescribeRow, stderr io.Writer) {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		key := r.Mirror + "/" + r.Topic
+		if len(r.HeldWrites) == 0 || seen[key] {
+			continue
+		}
+		seen[key] = true
+		fmt.Fprintf(stderr, "note: mirror %s topic %s: WRITE held back until --stop for %s\n", r.Mirror, r.Topic, strings.Join(r.HeldWrites, ", "))
 	}
 }
 

@@ -20,12 +20,13 @@ import (
 
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
+	"github.com/kmirror/kmirror/engine/partition"
 	"github.com/kmirror/kmirror/engine/store"
 )
 
 // secretEnv names the environment variable that holds the source password
 // in these tests.
-const secretEnv = "KMIRROR_TEST_SOURCE_SECRET"
+const secretEnv = "KMIRROR_SOURCE_TEST_SECRET"
 
 // saslSource starts a source cluster that requires SASL with mech and
 // returns it with settings for the test's own clients.
@@ -257,5 +258,97 @@ func TestSASLWrongPasswordFailsCreate(t *testing.T) {
 				t.Errorf("took %s; a wrong password should fail fast", took)
 			}
 		})
+	}
+}
+
+// TestDefinitionOutsideSecretPolicy: a definition whose source settings
+// reference a variable or a file outside the instance's policy (by
+// default KMIRROR_SOURCE_* and /etc/kmirror/secrets) is refused by
+// --create, naming the reference and the setting that would allow it; the
+// same definitions written straight to __mirror_state make an instance
+// fail those mirrors, naming the reference, while another mirror goes on.
+// Neither value appears in the CLI's output, the instance's log,
+// --describe or __mirror_state.
+func TestDefinitionOutsideSecretPolicy(t *testing.T) {
+	destPW, filePW := randomSecret(t), randomSecret(t)
+	t.Setenv("KMIRROR_DESTINATION_PASSWORD", destPW) // the instance subprocess inherits it
+	work := t.TempDir()
+	secrets := filepath.Join(work, "secrets.properties")
+	if err := writeFile(secrets, "pw="+filePW); err != nil {
+		t.Fatal(err)
+	}
+	src := enginetest.NewCluster(t, "kmirror-test-source")
+	dst := enginetest.NewCluster(t, "kmirror-test-destination")
+	srcCl, dstCl := src.Client(t), dst.Client(t)
+	src.CreateTopic(t, "ok", 1, nil)
+	enginetest.Produce(t, srcCl, "ok", 1, 20, "x")
+	B := addrs(dst)
+	refs := map[string]struct{ ref, setting string }{
+		"evil-env":  {"${env:KMIRROR_DESTINATION_PASSWORD}", "KMIRROR_CONFIG_PROVIDER_ALLOWED_ENV"},
+		"evil-file": {"${file:" + secrets + ":pw}", "KMIRROR_CONFIG_PROVIDER_ALLOWED_PATHS"},
+	}
+	var cliOut strings.Builder
+	for name, r := range refs {
+		cfg := filepath.Join(work, name+".properties")
+		if err := writeFile(cfg, saslMirrorConfig(src, "PLAIN", "u", r.ref)); err != nil {
+			t.Fatal(err)
+		}
+		out := kmirrorCLI(t, 1, "--bootstrap-server", B, "--create", "--mirror", name, "--mirror-config", cfg)
+		cliOut.WriteString(out)
+		if !strings.Contains(out, r.ref) || !strings.Contains(out, r.setting) {
+			t.Errorf("--create of %s: %q does not name %s and %s", name, out, r.ref, r.setting)
+		}
+	}
+	good := filepath.Join(work, "good.properties")
+	if err := writeFile(good, "bootstrap.servers="+addrs(src)); err != nil {
+		t.Fatal(err)
+	}
+	cliOut.WriteString(kmirrorCLI(t, 0, "--bootstrap-server", B, "--create", "--mirror", "good", "--mirror-config", good))
+	cliOut.WriteString(kmirrorCLI(t, 0, "--bootstrap-server", B, "--start", "--mirror", "good", "--topics", "ok"))
+	if list := kmirrorCLI(t, 0, "--bootstrap-server", B, "--list"); strings.Contains(list, "evil") {
+		t.Fatalf("a refused mirror was recorded:\n%s", list)
+	}
+
+	// Someone who may write __mirror_state writes the definitions anyway.
+	w := store.NewWriter(dst.Client(t, store.WriterOpts()...))
+	ctx := context.Background()
+	for name, r := range refs {
+		def := store.MirrorDef{Name: name, SourceBootstrap: src.Addrs(), SourceConfig: map[string]string{
+			"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": r.ref,
+		}}
+		if err := w.PutMirror(ctx, def); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.PutTopic(ctx, store.TopicDesired{Mirror: name, Topic: "ok", Desired: partition.DesiredStart}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inst := startRun(t, dst, "policy-instance", work)
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		se, err1 := enginetest.Ends(ctx, srcCl, "ok")
+		de, err2 := enginetest.Ends(ctx, dstCl, "ok")
+		logs, _ := os.ReadFile(inst.stderr)
+		for name, r := range refs {
+			if !bytes.Contains(logs, []byte(name)) || !bytes.Contains(logs, []byte(r.ref)) || !bytes.Contains(logs, []byte(r.setting)) {
+				return false, fmt.Sprintf("the instance's log does not name mirror %s, %s and %s yet", name, r.ref, r.setting)
+			}
+		}
+		return err1 == nil && err2 == nil && slices.Equal(se, de), fmt.Sprintf("good mirror: source %v destination %v (%v %v)", se, de, err1, err2)
+	})
+	for _, args := range [][]string{{"--describe"}, {"--describe", "--json"}, {"--describe-config", "--mirror", "evil-env"}, {"--list"}} {
+		cliOut.WriteString(kmirrorCLI(t, 0, append([]string{"--bootstrap-server", B}, args...)...))
+	}
+	stopGracefully(t, inst)
+	logs, _ := os.ReadFile(inst.stderr)
+	stdout, _ := os.ReadFile(inst.stdout)
+	for where, text := range map[string][]byte{
+		store.Topic + " (raw)": readStateRaw(t, dst), "CLI output": []byte(cliOut.String()),
+		"instance log": logs, "instance stdout": stdout,
+	} {
+		for what, secret := range map[string]string{"destination password": destPW, "secret file's value": filePW} {
+			if bytes.Contains(text, []byte(secret)) {
+				t.Errorf("the %s appears in %s", what, where)
+			}
+		}
 	}
 }

@@ -69,11 +69,14 @@ func (a *Admin) Catalog(ctx context.Context) (*store.Catalog, error) {
 	return cat, err
 }
 
-// resolveSecrets replaces ${env:…} and ${file:…} references.
+// resolveSecrets replaces the ${env:…} and ${file:…} references of a
+// mirror definition, within the instance's definition policy
+// (props.DefinitionPolicyFromEnv): a definition is written by whoever may
+// write __mirror_state, and must not read the instance's other secrets.
 func resolveSecrets(cfg map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(cfg))
 	for k, v := range cfg {
-		r, err := props.ResolveFromEnv(v)
+		r, err := props.ResolveDefinition(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -185,6 +188,9 @@ func buildDef(name string, p props.Properties, allowLiteralSecrets bool) (store.
 		default:
 			if props.IsLiteralSecret(key, e.Value) && !allowLiteralSecrets {
 				return def, warnings, fmt.Errorf("%s holds a literal secret: store a reference (${env:NAME} or ${file:/path:key}) or pass --allow-plaintext-secrets", e.Key)
+			}
+			if err := props.CheckDefinition(e.Value); err != nil {
+				return def, warnings, fmt.Errorf("mirror %s: %s: %w", name, e.Key, err)
 			}
 			def.SourceConfig[key] = e.Value
 		}
@@ -462,6 +468,10 @@ type DescribeRow struct {
 	OwnerHeartbeatAgeMs int64  `json:"ownerHeartbeatAgeMs"`          // age of the owner's last heartbeat, -1 none
 	SourceTopicID       string `json:"sourceTopicId,omitempty"`      // as recorded by the owner, "" unknown
 	DestinationTopicID  string `json:"destinationTopicId,omitempty"` // as recorded by the owner, "" unknown
+	// HeldWrites are the source's WRITE grants on the topic held back
+	// while it is mirrored and granted by --stop ("principal@host"), as
+	// the owner last recorded them; empty once the topic is stopped.
+	HeldWrites []string `json:"heldWrites,omitempty"`
 	// SourceUnreachableSince is when the mirror's source stopped
 	// answering, as a live instance's heartbeat reports it, or when
 	// describe itself could not reach it; "" while it answers. Then
@@ -543,6 +553,7 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 		}
 		first := len(rows)
 		for _, t := range topics {
+			from := len(rows)
 			seen := map[int32]bool{}
 			for _, r := range cat.PartitionsOf(mn, t.Topic) {
 				seen[r.Partition] = true
@@ -552,6 +563,16 @@ func (a *Admin) Describe(ctx context.Context, name string) ([]DescribeRow, error
 				if !seen[p] {
 					rows = append(rows, describeRow(mn, t.Topic, p, nil, srcEnds, dstEnds).withOwner(ownerOf(cat, mn, t.Topic, "", now)))
 				}
+			}
+			if t.Desired == partition.DesiredStop {
+				continue // granted by the stop
+			}
+			var held []string
+			for _, g := range cat.HeldACLs[store.TopicRef{Mirror: mn, Topic: t.Topic}].Grants {
+				held = append(held, g.Principal+"@"+g.Host)
+			}
+			for i := from; i < len(rows); i++ {
+				rows[i].HeldWrites = held
 			}
 		}
 		for i := first; i < len(rows); i++ {

@@ -426,6 +426,9 @@ func (c *coordinator) startTopic(ctx context.Context, m *mirror, t store.TopicDe
 	if rb, ok := c.cat.Rebuilds[store.TopicRef{Mirror: t.Mirror, Topic: t.Topic}]; ok {
 		m.restoreRebuild(rb)
 	}
+	if h, ok := c.cat.HeldACLs[store.TopicRef{Mirror: t.Mirror, Topic: t.Topic}]; ok {
+		m.restoreHeld(h)
+	}
 	var known []int32
 	for _, r := range recs {
 		known = append(known, r.Partition)

@@ -326,12 +326,14 @@ func TestACLSyncFollowsIncludeRules(t *testing.T) {
 	}
 }
 
-// TestACLSyncDefaultsToEveryACL: a mirror whose configuration does not set
-// acls.include syncs every ACL (KIP-1279's default "*"): a topic ACL of its
-// mirrored topic and a group ACL reach the destination. A mirror with an
-// empty acls.include syncs none. A destination without an authorizer
-// (SECURITY_DISABLED) makes the ACL sync skip quietly, not fail.
-func TestACLSyncDefaultsToEveryACL(t *testing.T) {
+// TestACLSyncDefaultsToTheMirrorsScope: a mirror whose configuration does
+// not set acls.include (KIP-1279's default "*") syncs the ACLs of what it
+// mirrors: a READ ACL of its mirrored topic and the ACL of a group whose
+// offsets it syncs reach the destination; a cluster ACL, a transactional
+// id ACL and the WRITE on its topic (held back until the stop) do not. A
+// mirror with an empty acls.include syncs none. A destination without an
+// authorizer (SECURITY_DISABLED) makes the ACL sync skip quietly, not fail.
+func TestACLSyncDefaultsToTheMirrorsScope(t *testing.T) {
 	src, dst := enginetest.Pair(t)
 	srcCl, dstCl := src.Client(t), dst.Client(t)
 	src.CreateTopic(t, "orders", 1, nil)
@@ -341,7 +343,12 @@ func TestACLSyncDefaultsToEveryACL(t *testing.T) {
 		{"group", "app-1", "read", "allow", "User:alice"},
 	}
 	onlyOff := acl{"topic", "other", "read", "allow", "User:bob"} // the topic of the mirror without ACL sync
-	createACLs(t, srcCl, append(slices.Clone(copied), onlyOff)...)
+	outOfScope := []acl{
+		{"topic", "orders", "write", "allow", "User:alice"},
+		{"cluster", "kafka-cluster", "alter", "allow", "User:alice"},
+		{"transactional_id", "app-tx", "write", "allow", "User:alice"},
+	}
+	createACLs(t, srcCl, append(append(slices.Clone(copied), onlyOff), outOfScope...)...)
 
 	ctx := context.Background()
 	adm, err := engine.NewAdmin(ctx, dst.Addrs(), nil, 30*time.Second)
@@ -394,7 +401,7 @@ func TestACLSyncDefaultsToEveryACL(t *testing.T) {
 		return meta("off").Rounds >= 3, fmt.Sprintf("mirror off ran %d sync rounds", meta("off").Rounds)
 	})
 	if have := listACLs(t, dstCl); len(have) != len(copied) {
-		t.Errorf("destination ACLs %v: want only the %d of mirror all (mirror off syncs none)", have, len(copied))
+		t.Errorf("destination ACLs %v: want only the %d of mirror all in its scope (mirror off syncs none)", have, len(copied))
 	}
 	if off := meta("off").ACLs; !off.LastSync.IsZero() || off.LastError != "" {
 		t.Errorf("mirror off synced ACLs: %+v", off)

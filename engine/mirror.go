@@ -133,6 +133,7 @@ type mirror struct {
 	deps        *replica.Deps    // what its runners are given of it and the engine
 	live        atomic.Pointer[liveSettings]
 	guard       writeGuard // mirror.destination.write.guard=acl
+	held        heldGrants // WRITE grants applied by a topic's stop
 
 	shareSkip   string // why share groups were not synced, "" if they were; guarded by mu
 	groupRounds int64  // group offset sync rounds run since the mirror started here; guarded by mu
@@ -222,6 +223,7 @@ type partitionSetup func(p int32) runnerInit
 // not nil, is what the clusters said about the topics of this start, asked
 // together (askTopics).
 func (m *mirror) addTopic(ctx context.Context, topic string, setup partitionSetup, persist *stateSink, known []int32, ans *topicAnswers) error {
+	m.setHeldSink(persist)
 	var parts []int32
 	var err error
 	if rec, ok := m.rebuildRecord(topic); ok && rec.Step == store.RebuildDeleted {

@@ -90,7 +90,7 @@ func (d mirrorDest) GuardTopic(ctx context.Context, topic string, refresh bool) 
 	return d.m.guardTopic(ctx, topic, refresh)
 }
 func (d mirrorDest) UnguardTopic(ctx context.Context, topic string) error {
-	return d.m.unguardTopic(ctx, topic)
+	return d.m.releaseTopic(ctx, topic)
 }
 func (d mirrorDest) RebuiltAs(topic string, id [16]byte) bool { return d.m.rebuiltAs(topic, id) }
 

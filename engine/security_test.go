@@ -22,7 +22,7 @@ import (
 
 // sourcePasswordEnv holds the source password in these tests; mirror
 // configurations name it, never the value.
-const sourcePasswordEnv = "KMIRROR_TEST_SOURCE_PASSWORD"
+const sourcePasswordEnv = "KMIRROR_SOURCE_TEST_PASSWORD"
 
 // securedSide is one cluster with the settings a kmirror client needs to
 // reach it.

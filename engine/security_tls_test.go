@@ -94,8 +94,8 @@ func TestSecurityMutualTLS(t *testing.T) {
 // Environment variables holding the store passwords of the source in
 // TestSecurityKeystoreFormats; its mirror configuration names them.
 const (
-	storePasswordEnv = "KMIRROR_TEST_STORE_PASSWORD"
-	keyPasswordEnv   = "KMIRROR_TEST_KEY_PASSWORD"
+	storePasswordEnv = "KMIRROR_SOURCE_TEST_STORE_PASSWORD"
+	keyPasswordEnv   = "KMIRROR_SOURCE_TEST_KEY_PASSWORD"
 )
 
 // storeSettings are the client settings of a PKCS12 or JKS keystore and

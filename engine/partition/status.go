@@ -102,12 +102,13 @@ const (
 	CauseTxnAborted                 // destination aborted a mirrored transaction by itself
 	CauseSourceUnreachable          // the mirror's source cluster does not answer; retried without end
 	CauseSourceTopicRecreated       // source topic has another topic id than the one mirrored
+	CauseBadSourceBatch             // a fetched batch is corrupt or passes a bound; never appended
 )
 
 // Causes lists every cause.
 var Causes = []Cause{CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch, CauseForeignWrite,
 	CauseDiverged, CauseGap, CauseSourceClusterChanged, CauseSourceTopicDeleted, CauseULE, CauseTxnAborted,
-	CauseSourceUnreachable, CauseSourceTopicRecreated}
+	CauseSourceUnreachable, CauseSourceTopicRecreated, CauseBadSourceBatch}
 
 // String returns the snake_case name used in records and logs.
 func (c Cause) String() string {
@@ -138,6 +139,8 @@ func (c Cause) String() string {
 		return "source_topic_recreated"
 	case CauseSourceUnreachable:
 		return "source_unreachable"
+	case CauseBadSourceBatch:
+		return "bad_source_batch"
 	}
 	return fmt.Sprintf("Cause(%d)", int8(c))
 }
@@ -149,7 +152,7 @@ func (c Cause) Fatal() bool {
 	case CauseForeignWrite, CauseDiverged, CauseGap, CauseSourceClusterChanged,
 		CauseSourceTopicDeleted, CauseULE, CauseTxnAborted, CauseSourceTopicRecreated:
 		return true
-	case CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch, CauseSourceUnreachable:
+	case CauseNone, CauseOther, CauseTransient, CauseOffsetMismatch, CauseSourceUnreachable, CauseBadSourceBatch:
 		return false
 	}
 	return false

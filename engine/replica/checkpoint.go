@@ -36,6 +36,13 @@ func (s *StateSink) PutRebuild(ctx context.Context, rec store.RebuildRecord) err
 	return s.w.PutRebuild(ctx, rec)
 }
 
+// PutHeldACLs writes the WRITE grants held back from a topic.
+func (s *StateSink) PutHeldACLs(ctx context.Context, rec store.HeldACLs) error {
+	ctx, cancel := s.leased(ctx)
+	defer cancel()
+	return s.w.PutHeldACLs(ctx, rec)
+}
+
 func (s *StateSink) putAsync(rec store.PartitionRecord, done func(error)) {
 	ctx, cancel := s.leased(context.Background())
 	s.w.PutPartitionAsync(ctx, rec, func(err error) {

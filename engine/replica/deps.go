@@ -84,6 +84,8 @@ type Dest interface {
 	TxnTimeout(ctx context.Context) (time.Duration, error)
 	Client() *kgo.Client // for the transaction mapper
 	GuardTopic(ctx context.Context, topic string, refresh bool) error
+	// UnguardTopic makes a stopping topic writable: the WRITE grants held
+	// back from it while mirrored, then the write guard's removal.
 	UnguardTopic(ctx context.Context, topic string) error
 	// RebuiltAs: the topic was recreated as id by the mirror's rebuild.
 	RebuiltAs(topic string, id [16]byte) bool

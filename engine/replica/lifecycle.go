@@ -415,6 +415,11 @@ func (r *Runner) classify(err error) (partition.Cause, bool, error) {
 		cause, retryable = partition.CauseDiverged, false
 	case errors.Is(err, ErrGap):
 		cause, retryable = partition.CauseGap, false
+	case errors.Is(err, ErrBadSourceBatch):
+		cause = partition.CauseBadSourceBatch
+		if errors.As(err, &pe) {
+			retryable = pe.Retryable
+		}
 	case errors.Is(err, ErrSourceClusterChanged):
 		cause, retryable = partition.CauseSourceClusterChanged, false
 	case errors.Is(err, ErrSourceTopicDeleted):

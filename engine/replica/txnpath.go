@@ -338,6 +338,12 @@ func (r *Runner) fillGap(ctx context.Context, to, ts int64) error {
 	if !r.deps.GapFill {
 		return r.Failuref("%w: source offsets %d..%d are missing (compacted or deleted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, r.pos, to-1)
 	}
+	// The tombstones stand for offsets the source says it has: a batch
+	// beyond its high watermark would make kmirror write offsets the
+	// source never held, as many as the header claims.
+	if r.srcHWM >= 0 && to > r.srcHWM {
+		return r.Failuref("%w: %s/%d: batch at offset %d is beyond the source's high watermark %d (a gap fill goes no further)", ErrBadSourceBatch, r.topic, r.partition, to, r.srcHWM)
+	}
 	for r.pos < to {
 		n := min(to-r.pos, fillerRecords)
 		recs := make([]batch.Record, n)
@@ -364,9 +370,26 @@ func (r *Runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
 	if !r.deps.GapFill {
 		return nil, r.Failuref("%w: batch at offset %d holds %d records for %d offsets (compacted); set mirror.gap.policy=fill to mirror with tombstone fillers", ErrGap, h.BaseOffset, h.RecordCount, h.LastOffsetDelta+1)
 	}
-	raw, err := kgo.DefaultDecompressor().Decompress(b[batch.HeaderSize:], kgo.CompressionCodecType(h.Codec()))
+	span := int64(h.LastOffsetDelta) + 1
+	switch {
+	case span > MaxGapBatchRecords || span <= 0:
+		return nil, r.Failuref("%w: %s/%d: batch at offset %d claims %d offsets, more than the %d a rebuilt batch may cover", ErrBadSourceBatch, r.topic, r.partition, h.BaseOffset, span, MaxGapBatchRecords)
+	case r.srcHWM >= 0 && h.NextOffset() > r.srcHWM:
+		return nil, r.Failuref("%w: %s/%d: batch at offset %d ends at %d, beyond the source's high watermark %d", ErrBadSourceBatch, r.topic, r.partition, h.BaseOffset, h.NextOffset(), r.srcHWM)
+	case h.RecordCount < 0 || int64(h.RecordCount) > span:
+		return nil, r.Failuref("%w: %s/%d: batch at offset %d holds %d records for %d offsets", ErrBadSourceBatch, r.topic, r.partition, h.BaseOffset, h.RecordCount, span)
+	}
+	raw, err := decompressBounded(h.Codec(), b[batch.HeaderSize:], MaxGapBatchBytes)
+	if errors.Is(err, errTooLarge) {
+		return nil, r.Failuref("%w: %s/%d: batch at offset %d decompresses to more than %d bytes, the bound of a rebuilt batch", ErrBadSourceBatch, r.topic, r.partition, h.BaseOffset, MaxGapBatchBytes)
+	}
 	if err != nil {
 		return nil, r.Failuref("%w: decompress batch at %d: %w", ErrBadSourceBatch, h.BaseOffset, err)
+	}
+	// Every record takes at least 7 bytes: a count beyond that is a lie,
+	// and no allocation follows it.
+	if int64(h.RecordCount)*7 > int64(len(raw)) {
+		return nil, r.Failuref("%w: %s/%d: batch at offset %d claims %d records in %d bytes", ErrBadSourceBatch, r.topic, r.partition, h.BaseOffset, h.RecordCount, len(raw))
 	}
 	byDelta := make(map[int32]kmsg.Record, h.RecordCount)
 	for i := int32(0); i < h.RecordCount; i++ {
@@ -375,6 +398,9 @@ func (r *Runner) rebuildGapBatch(h batch.Header, b []byte) ([]byte, error) {
 			return nil, r.Failuref("%w: record %d of batch at %d: %w", ErrBadSourceBatch, i, h.BaseOffset, err)
 		}
 		raw = raw[len(rec.AppendTo(nil)):]
+		if rec.OffsetDelta < 0 || int64(rec.OffsetDelta) >= span {
+			return nil, r.Failuref("%w: record %d of batch at %d has offset delta %d outside its %d offsets", ErrBadSourceBatch, i, h.BaseOffset, rec.OffsetDelta, span)
+		}
 		byDelta[rec.OffsetDelta] = rec
 	}
 	recs := make([]batch.Record, h.LastOffsetDelta+1)

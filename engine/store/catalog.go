@@ -24,6 +24,7 @@ type Catalog struct {
 	Partitions map[PartitionRef]PartitionRecord
 	Instances  map[string]InstanceHeartbeat // the latest heartbeat of each instance
 	Rebuilds   map[TopicRef]RebuildRecord
+	HeldACLs   map[TopicRef]HeldACLs // grants a topic's stop applies
 }
 
 // NewCatalog returns an empty catalog.
@@ -34,6 +35,7 @@ func NewCatalog() *Catalog {
 		Partitions: make(map[PartitionRef]PartitionRecord),
 		Instances:  make(map[string]InstanceHeartbeat),
 		Rebuilds:   make(map[TopicRef]RebuildRecord),
+		HeldACLs:   make(map[TopicRef]HeldACLs),
 	}
 }
 
@@ -83,6 +85,13 @@ func (c *Catalog) Apply(key, value []byte) (Key, bool, error) {
 		} else {
 			c.Rebuilds[ref] = v.(RebuildRecord)
 		}
+	case KindACLs:
+		ref := TopicRef{k.Mirror, k.Topic}
+		if v == nil {
+			delete(c.HeldACLs, ref)
+		} else {
+			c.HeldACLs[ref] = v.(HeldACLs)
+		}
 	case KindNone:
 	}
 	return k, true, nil
@@ -105,6 +114,9 @@ func (c *Catalog) Clone() *Catalog {
 	}
 	for k, v := range c.Rebuilds {
 		out.Rebuilds[k] = v
+	}
+	for k, v := range c.HeldACLs {
+		out.HeldACLs[k] = v
 	}
 	return out
 }

@@ -75,8 +75,14 @@ func FuzzDecodeRebuild(f *testing.F) {
 	fuzzRoundTrip(f, DecodeRebuild, EncodeRebuild)
 }
 
+func FuzzDecodeHeldACLs(f *testing.F) {
+	seed(f, "acls.json", `{"v":1,"mirror":"m","topic":"t","grants":[{"principal":"User:b","host":"*"},{"principal":"User:a","host":"*"}]}`,
+		`{"v":1,"mirror":"m","topic":"t","grants":[{"principal":"nobody","host":"*"}]}`, `{"v":1,"mirror":"m","topic":"t","grants":[]}`)
+	fuzzRoundTrip(f, DecodeHeldACLs, EncodeHeldACLs)
+}
+
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{"mirror/a-to-b", "instance/host-1-77", "instance/", "instance/a/b", "rebuild/m/t", "topic/m/t.x_y", "partition/m/t/12", "partition/m/t/012", "topic//", "a/b/c/d/e"} {
+	for _, s := range []string{"acls/m/t", "acls/m", "mirror/a-to-b", "instance/host-1-77", "instance/", "instance/a/b", "rebuild/m/t", "topic/m/t.x_y", "partition/m/t/12", "partition/m/t/012", "topic//", "a/b/c/d/e"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

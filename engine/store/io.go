@@ -134,6 +134,15 @@ func (w *Writer) PutRebuild(ctx context.Context, r RebuildRecord) error {
 	return w.Put(ctx, RebuildKey(r.Mirror, r.Topic), b)
 }
 
+// PutHeldACLs writes a topic's held grants.
+func (w *Writer) PutHeldACLs(ctx context.Context, h HeldACLs) error {
+	b, err := EncodeHeldACLs(h)
+	if err != nil {
+		return err
+	}
+	return w.Put(ctx, ACLsKey(h.Mirror, h.Topic), b)
+}
+
 // PutMirror writes a mirror definition.
 func (w *Writer) PutMirror(ctx context.Context, d MirrorDef) error {
 	b, err := EncodeMirror(d)

@@ -38,6 +38,7 @@ const (
 	KindPartition         // partition/<mirror>/<topic>/<partition>
 	KindInstance          // instance/<id>: an instance's heartbeat
 	KindRebuild           // rebuild/<mirror>/<topic>
+	KindACLs              // acls/<mirror>/<topic>: grants held back until the topic's stop
 )
 
 // String returns the key's first path segment.
@@ -55,6 +56,8 @@ func (k KeyKind) String() string {
 		return "instance"
 	case KindRebuild:
 		return "rebuild"
+	case KindACLs:
+		return "acls"
 	}
 	return fmt.Sprintf("KeyKind(%d)", int8(k))
 }
@@ -89,6 +92,11 @@ func RebuildKey(mirror, topic string) Key {
 	return Key{Kind: KindRebuild, Mirror: mirror, Topic: topic}
 }
 
+// ACLsKey addresses the grants held back from a mirrored topic.
+func ACLsKey(mirror, topic string) Key {
+	return Key{Kind: KindACLs, Mirror: mirror, Topic: topic}
+}
+
 // String returns the key as stored, e.g. "partition/a-to-b/orders/3". It does
 // not validate; use Validate before producing.
 func (k Key) String() string {
@@ -103,6 +111,8 @@ func (k Key) String() string {
 		return "instance/" + k.Instance
 	case KindRebuild:
 		return "rebuild/" + k.Mirror + "/" + k.Topic
+	case KindACLs:
+		return "acls/" + k.Mirror + "/" + k.Topic
 	case KindNone:
 	}
 	return ""
@@ -116,7 +126,7 @@ func (k Key) Validate() error {
 	switch k.Kind {
 	case KindMirror:
 		return wrapName("mirror", k.Mirror)
-	case KindTopic, KindPartition, KindRebuild:
+	case KindTopic, KindPartition, KindRebuild, KindACLs:
 		if err := wrapName("mirror", k.Mirror); err != nil {
 			return err
 		}
@@ -142,7 +152,7 @@ func wrapName(what, name string) error {
 }
 
 // Shard returns the __mirror_state partition the key is produced to: a
-// rebuild record lives with its topic's records, so the topic's owner
+// rebuild or held-ACL record lives with its topic's records, so the topic's owner
 // reads it before it runs the topic.
 func (k Key) Shard() int32 {
 	switch k.Kind {
@@ -150,7 +160,7 @@ func (k Key) Shard() int32 {
 		return MirrorShard(k.Mirror)
 	case KindInstance:
 		return InstanceShard(k.Instance)
-	case KindTopic, KindPartition, KindRebuild, KindNone:
+	case KindTopic, KindPartition, KindRebuild, KindACLs, KindNone:
 	}
 	return TopicShard(k.Mirror, k.Topic)
 }
@@ -170,6 +180,8 @@ func ParseKey(b []byte) (Key, error) {
 		k = TopicKey(parts[1], parts[2])
 	case parts[0] == "rebuild" && len(parts) == 3:
 		k = RebuildKey(parts[1], parts[2])
+	case parts[0] == "acls" && len(parts) == 3:
+		k = ACLsKey(parts[1], parts[2])
 	case parts[0] == "partition" && len(parts) == 4:
 		p, err := strconv.ParseInt(parts[3], 10, 32)
 		if err != nil || strconv.FormatInt(p, 10) != parts[3] {
@@ -177,7 +189,7 @@ func ParseKey(b []byte) (Key, error) {
 		}
 		k = PartitionKey(parts[1], parts[2], int32(p))
 	default:
-		return Key{}, fmt.Errorf("%w %q: want mirror/<name>, topic/<mirror>/<topic>, partition/<mirror>/<topic>/<n>, instance/<id> or rebuild/<mirror>/<topic>", ErrBadKey, b)
+		return Key{}, fmt.Errorf("%w %q: want mirror/<name>, topic/<mirror>/<topic>, partition/<mirror>/<topic>/<n>, instance/<id>, rebuild/<mirror>/<topic> or acls/<mirror>/<topic>", ErrBadKey, b)
 	}
 	if err := k.Validate(); err != nil {
 		return Key{}, fmt.Errorf("key %q: %w", b, err)

@@ -15,6 +15,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		PartitionKey("m", "__consumer_offsets-like", 2147483647),
 		InstanceKey("dr-host-2-4411"),
 		RebuildKey("a-to-b", "orders.v2_EU"),
+		ACLsKey("a-to-b", "orders.v2_EU"),
 	}
 	for _, k := range keys {
 		b := k.Bytes()
@@ -49,6 +50,9 @@ func TestParseKeyRejects(t *testing.T) {
 		{"rebuild/m", "want mirror/"},
 		{"rebuild/m/t/0", "want mirror/"},
 		{"rebuild//t", "empty"},
+		{"acls/m", "want mirror/"},
+		{"acls/m/t/0", "want mirror/"},
+		{"acls/m/", "empty"},
 	}
 	for _, tt := range tests {
 		_, err := ParseKey([]byte(tt.key))

@@ -3,7 +3,7 @@ package store
 import "fmt"
 
 // Decode decodes a __mirror_state record by its key. The value is a MirrorDef,
-// TopicDesired, PartitionRecord, InstanceHeartbeat or RebuildRecord, or nil for a tombstone (the key was
+// TopicDesired, PartitionRecord, InstanceHeartbeat, RebuildRecord or HeldACLs, or nil for a tombstone (the key was
 // deleted). A value whose names disagree with its key is malformed: a
 // consumer must never apply state to the wrong partition.
 func Decode(key, value []byte) (Key, any, error) {
@@ -49,6 +49,12 @@ func Decode(key, value []byte) (Key, any, error) {
 			return k, nil, fmt.Errorf("%s: %w", k, err)
 		}
 		v, at = r, RebuildKey(r.Mirror, r.Topic)
+	case KindACLs:
+		h, err := DecodeHeldACLs(value)
+		if err != nil {
+			return k, nil, fmt.Errorf("%s: %w", k, err)
+		}
+		v, at = h, ACLsKey(h.Mirror, h.Topic)
 	case KindNone:
 		return k, nil, fmt.Errorf("%w: no kind", ErrBadKey)
 	}

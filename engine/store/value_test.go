@@ -88,6 +88,17 @@ func sampleRebuild() RebuildRecord {
 	}
 }
 
+func sampleHeldACLs() HeldACLs {
+	return HeldACLs{
+		Mirror: "a-to-b", Topic: "orders.eu_v2",
+		Grants: []HeldGrant{
+			{Principal: "User:billing", Host: "*", From: "PREFIXED orders ALL"},
+			{Principal: "User:orders-app", Host: "10.0.0.8", From: "LITERAL orders.eu_v2 WRITE"},
+		},
+		UpdatedAt: when.Add(4 * time.Second),
+	}
+}
+
 type golden struct {
 	file   string
 	want   any
@@ -112,6 +123,9 @@ func goldens() []golden {
 		{"v1/rebuild.json", sampleRebuild(),
 			func() ([]byte, error) { return EncodeRebuild(sampleRebuild()) },
 			func(b []byte) (any, error) { return DecodeRebuild(b) }},
+		{"v1/acls.json", sampleHeldACLs(),
+			func() ([]byte, error) { return EncodeHeldACLs(sampleHeldACLs()) },
+			func(b []byte) (any, error) { return DecodeHeldACLs(b) }},
 	}
 }
 
