@@ -413,9 +413,16 @@ func SetDesired(ctx context.Context, w *store.Writer, cat *store.Catalog, cmd Co
 	if _, ok := cat.Mirrors[cmd.Mirror]; !ok {
 		return nil, opErr("mirror %s does not exist", cmd.Mirror)
 	}
-	var done []string
+	var done, stopped []string
 	for _, t := range cat.TopicsOf(cmd.Mirror) {
 		if len(cmd.Topics) > 0 && !slices.Contains(cmd.Topics, t.Topic) {
+			continue
+		}
+		// A stopped topic is failed over: clients write to it. A pause,
+		// resume or recover leaves it alone (a resume would mirror into
+		// it again); only --start mirrors it again.
+		if t.Desired == partition.DesiredStop && cmd.Kind != CmdStop {
+			stopped = append(stopped, t.Topic)
 			continue
 		}
 		switch cmd.Kind {
@@ -433,6 +440,9 @@ func SetDesired(ctx context.Context, w *store.Writer, cat *store.Catalog, cmd Co
 			return done, err
 		}
 		done = append(done, t.Topic)
+	}
+	if len(done) == 0 && len(stopped) > 0 {
+		return nil, opErr("mirror %s: %s stopped (failed over); --start mirrors a stopped topic again", cmd.Mirror, strings.Join(stopped, ", "))
 	}
 	if len(done) == 0 {
 		return nil, opErr("mirror %s has no started topic among %v", cmd.Mirror, cmd.Topics)

@@ -13,6 +13,7 @@ import (
 	"github.com/kmirror/kmirror/engine"
 	"github.com/kmirror/kmirror/engine/enginetest"
 	"github.com/kmirror/kmirror/engine/partition"
+	"github.com/kmirror/kmirror/engine/store"
 )
 
 // alterSourceConfig sets one topic config on the source.
@@ -124,5 +125,70 @@ func TestStoppedTopicIsNeverSyncedAgain(t *testing.T) {
 		if p.Topic == "failed" && p.State != partition.Stopped {
 			t.Errorf("failed/%d is %s, want STOPPED", p.Partition, p.State)
 		}
+	}
+}
+
+// TestResumeOfAllTopicsLeavesAStoppedTopicAlone: a pause and a resume of
+// every topic of a mirror, after one topic was stopped (failed over),
+// leave that topic stopped: its record's desired state stays stop, its
+// partitions STOPPED, and nothing of kmirror's lands on it, while the
+// other topic pauses and mirrors again. A resume naming only stopped
+// topics is refused, saying --start mirrors one again. Before, the resume
+// recorded start for the stopped topic too and kmirror mirrored into the
+// topic its clients had failed over to.
+func TestResumeOfAllTopicsLeavesAStoppedTopicAlone(t *testing.T) {
+	e, adm := newStateEnvWith(t, enginetest.NewCluster(t, "kmirror-test-source"), enginetest.NewCluster(t, "kmirror-test-destination"), "failed", 1, fastCheckpoints)
+	ctx := context.Background()
+	e.src.CreateTopic(t, "other", 1, nil)
+	sel, err := engine.ParseTopics("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.Start(ctx, "a-to-b", sel, nil); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Produce(t, e.srcCl, "failed", 1, 10, "a")
+	enginetest.Produce(t, e.srcCl, "other", 1, 10, "a")
+	e.waitCaughtUp("failed", "other")
+	failed, err := engine.ParseTopics("failed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.Control(ctx, engine.CmdStop, "a-to-b", &failed, false); err != nil {
+		t.Fatal(err)
+	}
+	waitPersisted(t, adm, "failed", 1, partition.Stopped, "one")
+	stoppedEnds, err := enginetest.Ends(ctx, e.dstCl, "failed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.Control(ctx, engine.CmdResume, "a-to-b", &failed, false); err == nil || !strings.Contains(err.Error(), "--start") {
+		t.Fatalf("a resume of the stopped topic alone: %v, want a refusal naming --start", err)
+	}
+	if done, err := adm.Control(ctx, engine.CmdPause, "a-to-b", nil, false); err != nil || !slices.Equal(done, []string{"other"}) {
+		t.Fatalf("a pause of every topic recorded %v (%v), want only other", done, err)
+	}
+	waitPersisted(t, adm, "other", 1, partition.Paused, "one")
+	if done, err := adm.Control(ctx, engine.CmdResume, "a-to-b", nil, false); err != nil || !slices.Equal(done, []string{"other"}) {
+		t.Fatalf("a resume of every topic recorded %v (%v), want only other", done, err)
+	}
+	enginetest.Produce(t, e.srcCl, "failed", 1, 5, "after")
+	enginetest.Produce(t, e.srcCl, "other", 1, 5, "after")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		src, err1 := enginetest.Ends(ctx, e.srcCl, "other")
+		dst, err2 := enginetest.Ends(ctx, e.dstCl, "other")
+		return err1 == nil && err2 == nil && slices.Equal(src, dst), fmt.Sprintf("other: source ends %v, destination %v; %s", src, dst, e.describe())
+	})
+	waitPersisted(t, adm, "other", 1, partition.Mirroring, "one")
+	cat, err := adm.Catalog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td := cat.Topics[store.TopicRef{Mirror: "a-to-b", Topic: "failed"}]; td.Desired != partition.DesiredStop {
+		t.Fatalf("the stopped topic's desired state is %s after the resume of every topic, want stop", td.Desired)
+	}
+	waitPersisted(t, adm, "failed", 1, partition.Stopped, "one")
+	if ends, err := enginetest.Ends(ctx, e.dstCl, "failed"); err != nil || ends[0] != stoppedEnds[0] {
+		t.Fatalf("the stopped topic's destination ends at %v (%v), %v when it stopped", ends, err, stoppedEnds)
 	}
 }
