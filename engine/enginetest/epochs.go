@@ -41,6 +41,7 @@ type EpochBroker struct {
 	heldAt  string                // the listener it came to
 	nHeld   int
 	names   map[[16]byte]string // topic names by id: Produce v13 names topics by id
+	listen  func(network, address string) (net.Listener, error)
 }
 
 type epochKey struct {
@@ -52,6 +53,20 @@ type epochKey struct {
 // NewEpochBroker returns a broker that holds nothing yet.
 func NewEpochBroker() *EpochBroker {
 	return &EpochBroker{learned: map[epochKey]int16{}, txns: map[string][]epochKey{}, names: map[[16]byte]string{}}
+}
+
+// On makes the broker listen through listen (another test listener, such
+// as a Network's) instead of net.Listen, and returns it.
+func (b *EpochBroker) On(listen func(network, address string) (net.Listener, error)) *EpochBroker {
+	b.listen = listen
+	return b
+}
+
+// Holding reports whether a hold is armed.
+func (b *EpochBroker) Holding() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.topic != ""
 }
 
 // Name tells the broker topic's id on the cluster.
@@ -191,7 +206,11 @@ func (b *EpochBroker) Release(ctx context.Context) (Delivery, error) {
 
 // Listen opens a TCP listener whose connections go through the broker.
 func (b *EpochBroker) Listen(network, address string) (net.Listener, error) {
-	l, err := net.Listen(network, address)
+	listen := b.listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	l, err := listen(network, address)
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,12 @@ func (w *world) do(s step) error {
 			w.note("%s: %v", s, err)
 			return nil
 		}
+	case kZombie:
+		if err := w.zombie(s); err != nil {
+			return err
+		}
+	case kThaw:
+		w.thaw()
 	case kSrcDown:
 		w.srcNet.Down("")
 	case kSrcUp:
@@ -322,4 +328,52 @@ func (w *world) brokerUp() error {
 	}
 	_, _, err = w.dst.AddNode(node, p)
 	return err
+}
+
+// zombie holds the next Produce of s.Topic in the destination's network
+// and kills the instance in slot s.P, the only one running: its request
+// is a zombie's write on its way, delivered by thaw. A new owner takes
+// the topic over with an epoch bump only the coordinator learns until the
+// owner writes (enginetest.EpochBroker); a stop must fence the partitions
+// with a write of the new epoch, or the zombie's batch lands after it.
+func (w *world) zombie(s step) error {
+	for _, t := range topicNames {
+		if ti := w.dst.TopicInfo(t); ti != nil {
+			w.brk.Name(t, ti.TopicID)
+		}
+	}
+	w.brk.Hold(s.Topic)
+	w.produce(w.plain, step{Kind: kProduce, Topic: s.Topic, P: -1, N: 3, Mode: "plain"}, srcValue)
+	deadline := time.Now().Add(10 * time.Second)
+	for w.brk.Held() == 0 && time.Now().Before(deadline) {
+		timer := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-w.ctx.Done():
+			timer.Stop()
+			return w.ctx.Err()
+		case <-timer.C:
+		}
+	}
+	if w.brk.Held() == 0 {
+		w.note("%s: no Produce of %s to hold within 10s", s, s.Topic)
+	}
+	return w.killInstance(int(s.P))
+}
+
+// thaw delivers a zombie's held Produce as a real broker would: refused
+// where the partition learnt a newer epoch of its producer, applied
+// otherwise (at the log end: an offset check or a verification then finds
+// it, loudly).
+func (w *world) thaw() {
+	if !w.brk.Holding() {
+		return
+	}
+	ctx, cancel := w.timeout(15 * time.Second)
+	defer cancel()
+	d, err := w.brk.Release(ctx)
+	if err != nil {
+		w.note("thaw: %v", err)
+		return
+	}
+	w.note("thaw: the zombie's batches: %d applied, %d refused", d.Applied, d.Refused)
 }

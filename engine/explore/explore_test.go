@@ -34,6 +34,11 @@ var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6}
 // the rebuild kept every record and the stop stopped needing the source.
 var heldBack = []kind{}
 
+// optIn are kinds drawn only when KMIRROR_EXPLORE_KINDS asks (all, or
+// +zombie,+thaw): the 500-scenario run of docs/reliability.md drew
+// without them, and a kind added to the default draw changes every seed.
+var optIn = []kind{kZombie, kThaw}
+
 // outcome is what one scenario run found.
 type outcome struct {
 	violations []violation
@@ -171,7 +176,7 @@ func runScenario(t *testing.T, name string, steps []step) outcome {
 func (w *world) finish() {
 	w.final = true
 	w.stepNo = -1
-	for _, s := range []step{{Kind: kSrcUp}, {Kind: kDstUp}, {Kind: kTxnClose, Mode: "commit"}} {
+	for _, s := range []step{{Kind: kSrcUp}, {Kind: kDstUp}, {Kind: kTxnClose, Mode: "commit"}, {Kind: kThaw}} {
 		if w.m.applicable(s) {
 			_ = w.do(s)
 		}
@@ -239,7 +244,7 @@ func seedsFrom(runs, first string) ([]uint64, error) {
 func kindsFrom(v string) (map[kind]bool, error) {
 	out := map[kind]bool{}
 	for _, k := range allKinds {
-		out[k] = !slices.Contains(heldBack, k)
+		out[k] = !slices.Contains(heldBack, k) && !slices.Contains(optIn, k)
 	}
 	for _, f := range strings.Split(v, ",") {
 		f = strings.TrimSpace(f)

@@ -44,6 +44,7 @@ type model struct {
 	srcDown bool
 	dstDown int32 // the destination broker held down, -1 none
 	txnOpen bool
+	zombie  bool // a zombie's Produce held in the destination's network
 	desired map[string]desired
 	parts   map[string]int32
 }
@@ -116,6 +117,10 @@ func (m *model) possible(k kind) bool {
 		return srcUp && m.anyTopic(func(t string) bool { return m.live(t) && m.parts[t] < maxPartitions })
 	case kMoveSrc:
 		return true
+	case kZombie:
+		return srcUp && dstUp && !m.zombie && m.instances() == 1 && m.anyTopic(func(t string) bool { return m.desired[t] == wantStart })
+	case kThaw:
+		return m.zombie && dstUp
 	}
 	return false
 }
@@ -135,6 +140,14 @@ func (m *model) args(rng *rand.Rand, k kind) step {
 			// every kind at a switch, and most take the default here.
 			if k == kKill || k == kStart || k == kDstDown {
 				s.P = int32(rng.IntN(slots))
+				break
+			}
+			if k == kZombie {
+				for slot := range int32(slots) {
+					if m.running[slot] {
+						s.P = slot
+					}
+				}
 				break
 			}
 			s.P = int32(rng.IntN(int(m.parts[s.Topic])))
@@ -203,7 +216,9 @@ func (m *model) applicable(s step) bool {
 		return s.P >= 0 && s.P < 3
 	case kTxnClose:
 		return s.Mode == "commit" || s.Mode == "abort"
-	case kSrcDown, kSrcUp, kDstUp:
+	case kZombie:
+		return slices.Contains(topicNames, s.Topic) && m.desired[s.Topic] == wantStart && s.P >= 0 && s.P < slots && m.running[s.P]
+	case kSrcDown, kSrcUp, kDstUp, kThaw:
 		return true
 	}
 	return false
@@ -235,6 +250,10 @@ func (m *model) apply(s step) {
 		}
 	case kKill:
 		m.running[s.P] = false
+	case kZombie:
+		m.running[s.P], m.zombie = false, true
+	case kThaw:
+		m.zombie = false
 	case kStart:
 		m.running[s.P] = true
 	case kSrcDown:

@@ -40,12 +40,19 @@ const (
 	// kRebuildStop is a recover with rebuild and a stop right after it,
 	// with no wait between: a stop that lands while the rebuild runs.
 	kRebuildStop kind = "rebuild-stop" // Topic
+	// kZombie holds the next Produce of a topic in the destination's
+	// network (enginetest.EpochBroker, which fences as a real broker
+	// does: an epoch is learnt at the first write with it) and kills the
+	// only running instance, whose request it was: a zombie write on its
+	// way. kThaw delivers it, as the real broker would.
+	kZombie kind = "zombie" // Topic, P: the instance slot
+	kThaw   kind = "thaw"   //
 )
 
 // allKinds is every kind in the order the report lists them.
 var allKinds = []kind{kProduce, kTxnCommit, kTxnAbort, kTxnOpen, kTxnClose, kStop, kPause, kResume,
 	kRecover, kRebuild, kKill, kStart, kSrcDown, kSrcUp, kDstDown, kDstUp, kForeign, kDelRec, kGrow,
-	kMoveSrc, kMoveDst, kTxnTimeout, kRebuildStop}
+	kMoveSrc, kMoveDst, kTxnTimeout, kRebuildStop, kZombie, kThaw}
 
 // argsOf names the fields each kind uses, in the order they print.
 func argsOf(k kind) string {
@@ -60,9 +67,9 @@ func argsOf(k kind) string {
 		return "t"
 	case kKill, kStart, kDstDown:
 		return "p"
-	case kMoveSrc, kMoveDst:
+	case kMoveSrc, kMoveDst, kZombie:
 		return "tp"
-	case kSrcDown, kSrcUp, kDstUp:
+	case kSrcDown, kSrcUp, kDstUp, kThaw:
 		return ""
 	}
 	return ""
@@ -158,6 +165,7 @@ var weight = map[kind]float64{
 	kStop: 0.6, kPause: 1.2, kResume: 2, kRecover: 1, kRebuild: 0.8,
 	kKill: 1, kStart: 1.5, kSrcDown: 0.8, kSrcUp: 2, kDstDown: 0.6, kDstUp: 2,
 	kForeign: 1, kDelRec: 0.6, kGrow: 0.5, kMoveSrc: 0.8, kMoveDst: 0.8, kTxnTimeout: 0.6, kRebuildStop: 0.5,
+	kZombie: 0.5, kThaw: 1.5,
 }
 
 // draw picks steps for a scenario: n of them, each one that makes sense

@@ -31,6 +31,7 @@ type world struct {
 	ctx context.Context
 
 	srcNet, dstNet *enginetest.Network
+	brk            *enginetest.EpochBroker // the destination fences as a real broker does
 	src, dst       *enginetest.Cluster
 	dstAddr        []string    // each destination broker's address, by node id
 	dstGone        int32       // the destination broker brokerDown removed, -1 none
@@ -83,7 +84,8 @@ func mirrorSettings(src *enginetest.Cluster) map[string]string {
 func newWorld(t *testing.T, shortTxn bool) *world {
 	w := &world{t: t, ctx: t.Context(), srcNet: enginetest.NewNetwork(), dstNet: enginetest.NewNetwork(), m: newModel()}
 	w.src = enginetest.NewCluster(t, "kmirror-explore-source", kfake.ListenFn(w.srcNet.Listen))
-	dstOpts := []kfake.Opt{kfake.ListenFn(w.dstNet.Listen)}
+	w.brk = enginetest.NewEpochBroker().On(w.dstNet.Listen)
+	dstOpts := []kfake.Opt{kfake.ListenFn(w.brk.Listen)}
 	if shortTxn {
 		dstOpts = append(dstOpts, kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": fmt.Sprint(shortTxnTimeout.Milliseconds())}))
 	}
