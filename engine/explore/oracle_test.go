@@ -39,8 +39,7 @@ var knownDefects = []struct {
 	name    string
 	inv     string
 	symptom string // a part of the violation's message
-}{
-}
+}{}
 
 // knownAs is the known defect v's symptom is, "".
 func knownAs(inv, msg string) string {
