@@ -68,8 +68,10 @@ func (w *world) unrested() map[pref]string {
 			s, owned := live[r]
 			if !owned {
 				// A partition grown on the source after its topic was
-				// stopped is never created on the destination.
-				if want == wantStop && int(p) >= len(dstEnds[t]) {
+				// stopped is never created on the destination, and one
+				// grown while the source cannot be read is created once
+				// it can (the metadata sync asks the source).
+				if (want == wantStop || w.m.srcDown) && int(p) >= len(dstEnds[t]) {
 					continue
 				}
 				out[r] = "no running instance owns it"
