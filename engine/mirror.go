@@ -123,6 +123,7 @@ type mirror struct {
 	groups   []GroupSnapshot // last group offset sync; guarded by mu
 	srcReach reach           // whether the source answers the watcher
 	rebuilds rebuildLocks    // one topic rebuild at a time
+	retained retainedTopics  // where alignment keeps what it moves the log start past
 	// rebuildRecs are the topics' rebuild records: the last one written
 	// (or, in a new owner, read from __mirror_state). Guarded by mu.
 	rebuildRecs map[string]store.RebuildRecord

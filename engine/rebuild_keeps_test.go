@@ -252,3 +252,54 @@ func topicIDOf(t *testing.T, adm *kadm.Client, topic string) kadm.TopicID {
 	}
 	return tds[topic].ID
 }
+
+// TestAlignmentKeepsWhatTheLogStartMovesPast: while no instance runs, the
+// source deletes offsets (DeleteRecords, as retention does) past the
+// destination's end; the next instance continues with fillers up to the
+// source's log start and moves the destination's log start there, which
+// would delete the records the destination held. They are copied to the
+// retained topic first, count-checked. Before, records 0..9, mirrored
+// before, were gone from the destination and kept nowhere (found by the
+// compound-fault explorer, seed 1312).
+func TestAlignmentKeepsWhatTheLogStartMovesPast(t *testing.T) {
+	e, adm := newStateEnvWith(t, enginetest.NewCluster(t, "kmirror-test-source"), enginetest.NewCluster(t, "kmirror-test-destination"), "gone", 1, fastCheckpoints)
+	ctx := context.Background()
+	enginetest.Produce(t, e.srcCl, "gone", 1, 10, "mirrored")
+	e.waitCaughtUp("gone")
+	waitCheckpointed(t, e, adm, "gone", 1)
+	before, err := enginetest.Consume(ctx, e.dstCl, "gone", 0)
+	if err != nil || len(before) != 10 {
+		t.Fatalf("destination gone/0: %d records (%v)", len(before), err)
+	}
+	e.eng.Close()
+	enginetest.Produce(t, e.srcCl, "gone", 1, 10, "unmirrored")
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: "gone", Partition: 0, At: 15})
+	if resp, err := e.src.Admin(t).DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("delete source records below 15: %v %v", err, resp.Error())
+	}
+	e.eng = e.joinInstance("two")
+	kept := keptTopic(t, e, "gone", ".kmirror-retained-")
+	enginetest.Wait(t, 60*time.Second, func() (bool, string) {
+		start, end, err := enginetest.Offsets(ctx, kadm.NewClient(e.dstCl), "gone", 0)
+		return err == nil && start == 15 && end == 20, fmt.Sprintf("destination gone/0 offsets %d..%d (%v), want 15..20", start, end, err)
+	})
+	recs, err := enginetest.Consume(ctx, e.dstCl, kept, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := values(recs), values(before); !slices.Equal(got, want) {
+		t.Errorf("retained %s/0 holds %q, want the destination's 10 records before the log start moved %q", kept, got, want)
+	}
+	src, err := enginetest.Consume(ctx, e.srcCl, "gone", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := enginetest.Consume(ctx, e.dstCl, "gone", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(src, dst) {
+		t.Errorf("from the source's log start on the destination reads %d records, the source %d", len(dst), len(src))
+	}
+}

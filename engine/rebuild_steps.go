@@ -325,8 +325,9 @@ func (m *mirror) createRetained(ctx context.Context, sink *stateSink, rec *store
 	return m.createKeeping(ctx, sink, rec, &rec.Retained, int32(len(rec.Kept)), resumed)
 }
 
-// createKeeping creates the topic *name of the record, which keeps its
-// records for ever, moving the recorded name on while it is taken.
+// createKeeping creates the topic *name of the record (nil: none), which
+// keeps its records for ever, moving the recorded name on while it is
+// taken.
 func (m *mirror) createKeeping(ctx context.Context, sink *stateSink, rec *store.RebuildRecord, name *string, parts int32, resumed bool) error {
 	keep := map[string]*string{"retention.ms": kadm.StringPtr("-1"), "retention.bytes": kadm.StringPtr("-1"), "cleanup.policy": kadm.StringPtr("delete")}
 	base := *name
@@ -342,6 +343,9 @@ func (m *mirror) createKeeping(ctx context.Context, sink *stateSink, rec *store.
 			return fmt.Errorf("create topic %s: %w", *name, err)
 		}
 		*name = fmt.Sprintf("%s-%d", base, n+1)
+		if rec == nil {
+			continue // no record names it (alignment's retained topic)
+		}
 		if err := m.saveRebuild(ctx, sink, rec); err != nil {
 			return err
 		}

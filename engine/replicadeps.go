@@ -129,6 +129,9 @@ func (b mirrorRebuilds) QuarantineAndRecreate(ctx context.Context, topic string,
 	return b.m.quarantineAndRecreate(ctx, topic, from, sink)
 }
 
+func (b mirrorRebuilds) Retain(ctx context.Context, topic string, p int32, from, to int64) (string, int64, error) {
+	return b.m.retain(ctx, topic, p, from, to)
+}
 func (b mirrorRebuilds) Settle(ctx context.Context, sink *stateSink, rec store.RebuildRecord) (store.RebuildRecord, error) {
 	return b.m.settleRebuild(ctx, sink, rec)
 }

@@ -74,6 +74,13 @@ func (r *Runner) align(ctx context.Context) error {
 		}
 		if dstEnd > dstStart {
 			r.emit(partition.SeverityWarn, fmt.Sprintf("source deleted offsets %d..%d before they were mirrored; the destination skips them with filler records", dstEnd, srcStart-1))
+			// The log start moves past what the destination holds
+			// (offsets the source had): keep it first.
+			q, n, err := r.deps.Rebuilds.Retain(ctx, r.topic, r.partition, dstStart, dstEnd)
+			if err != nil {
+				return fmt.Errorf("keep offsets %d..%d before the destination log start moves to %d: %w", dstStart, dstEnd-1, srcStart, err)
+			}
+			r.emit(partition.SeverityWarn, fmt.Sprintf("the destination's offsets %d..%d (%d records) copied to %s: its log start moves to the source's, %d", dstStart, dstEnd-1, n, q, srcStart))
 		}
 		r.fillTo, r.deleteTo = base, srcStart
 	default:

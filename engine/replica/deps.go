@@ -114,6 +114,11 @@ type Rebuilds interface {
 	Continue(ctx context.Context, sink *StateSink, rec store.RebuildRecord, resumed bool) (store.RebuildRecord, error)
 	// QuarantineAndRecreate plans a rebuild and takes it through every step.
 	QuarantineAndRecreate(ctx context.Context, topic string, from map[int32]int64, sink *StateSink) (store.RebuildRecord, error)
+	// Retain copies the destination partition's records [from, to) into
+	// the topic's retained topic, count-checked, before alignment moves
+	// the log start past them; it returns the retained topic's name and
+	// the records copied.
+	Retain(ctx context.Context, topic string, p int32, from, to int64) (string, int64, error)
 	// Settle ends a recorded rebuild for a stop with the destination
 	// alone: abandoned while nothing is deleted, recreated from the
 	// record once the topic is (or may be) gone.
