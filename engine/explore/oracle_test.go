@@ -249,10 +249,17 @@ func (o *oracle) checkStopped(r pref, rec store.PartitionRecord, v logView, src 
 	// same offset (its own abort on a timeout), and the stop cannot know.
 	last, _ := v.lastMirrored(src)
 	data := v.lastSourceRecord()
-	ok := rec.LastOffset == last || rec.LastOffset == data || (last < 0 && rec.LastOffset < v.start)
-	if ok && rec.LastOffset != data {
+	ok := rec.LastOffset == data || (last < 0 && rec.LastOffset < v.start) ||
+		(rec.LastOffset > data && rec.LastOffset <= last)
+	if ok && rec.LastOffset != data && last >= 0 {
+		// A marker in between: the destination's, at an offset where the
+		// source has one too (a mirrored commit or abort).
 		b := v.batchAt(rec.LastOffset)
 		ok = b != nil && b.Header.IsControl() && b.Header.BaseOffset == rec.LastOffset
+		if ok && src != nil {
+			s := src.batchAt(rec.LastOffset)
+			ok = s != nil && s.Header.IsControl() && s.Header.BaseOffset == rec.LastOffset
+		}
 	}
 	if !ok {
 		what := "no batch"
