@@ -125,6 +125,10 @@ func (v logView) lastMirrored(src *logView) (last int64, lenient bool) {
 		if src == nil {
 			return h.BaseOffset, true
 		}
+		if h.BaseOffset < src.start {
+			last, lenient = h.BaseOffset, true // the source deleted it: nothing to compare with
+			continue
+		}
 		if s := src.batchAt(h.BaseOffset); s != nil && s.Header.IsControl() && s.Header.BaseOffset == h.BaseOffset {
 			last = h.BaseOffset
 		}

@@ -256,7 +256,7 @@ func (o *oracle) checkStopped(r pref, rec store.PartitionRecord, v logView, src 
 		// source has one too (a mirrored commit or abort).
 		b := v.batchAt(rec.LastOffset)
 		ok = b != nil && b.Header.IsControl() && b.Header.BaseOffset == rec.LastOffset
-		if ok && src != nil {
+		if ok && src != nil && rec.LastOffset >= src.start {
 			s := src.batchAt(rec.LastOffset)
 			ok = s != nil && s.Header.IsControl() && s.Header.BaseOffset == rec.LastOffset
 		}
