@@ -231,7 +231,15 @@ func rebuilding(cat *store.Catalog, topic string) bool {
 func (w *world) quarantined(cat *store.Catalog) (map[string]map[string]bool, error) {
 	ctx, cancel := w.timeout(15 * time.Second)
 	defer cancel()
-	names, err := w.dstAdm.ListTopics(ctx)
+	// A client of its own: a long-lived one answers a listing from the
+	// metadata it cached, which can lag a topic just created (an
+	// alignment's retained topic, which no record names) for seconds.
+	lister, err := kgo.NewClient(kgo.SeedBrokers(w.dst.Addrs()...))
+	if err != nil {
+		return nil, err
+	}
+	names, err := kadm.NewClient(lister).ListTopics(ctx)
+	lister.Close()
 	if err != nil {
 		return nil, err
 	}
