@@ -19,17 +19,25 @@ import (
 	"github.com/kmirror/kmirror/engine/wire"
 )
 
-// TestFailedAppendMutesItsPartition: once an append fails (its connection
-// lost, or an error for its partition), nothing more of that partition
-// goes out until its runner resends or aligns (a newer Gen): a later batch
-// of another producer would otherwise land where the failed one belongs,
-// and no sequence check would stop it.
-func TestFailedAppendMutesItsPartition(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+// sinkTopic is a one-partition topic on its own cluster, with the sinks
+// that append to it.
+type sinkTopic struct {
+	cl     *enginetest.Cluster
+	adm    *kadm.Client
+	leader int32
+	id     [16]byte
+	sinks  *Sinks
+}
+
+// newSinkTopic creates topic on a new cluster and sinks on its brokers
+// whose owner gate is allowed (nil: none).
+func newSinkTopic(ctx context.Context, t *testing.T, topic string, allowed func() bool, control func(*enginetest.Cluster)) sinkTopic {
+	t.Helper()
 	cl := enginetest.NewCluster(t, "kmirror-test-sink")
-	const topic = "muted"
 	cl.CreateTopic(t, topic, 1, nil)
+	if control != nil {
+		control(cl)
+	}
 	adm := kadm.NewClient(cl.Client(t))
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
@@ -40,10 +48,23 @@ func TestFailedAppendMutesItsPartition(t *testing.T) {
 		addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 	}
 	td := md.Topics[topic]
-	leader, id := td.Partitions[0].Leader, [16]byte(td.ID)
 	pool := NewConns(func(context.Context) (map[int32]string, error) { return addrs, nil }, wire.Options{ClientID: "kmirror-test"})
-	sinks := NewSinks(pool, 5*time.Second, nil)
+	sinks := NewSinks(pool, 5*time.Second, allowed)
 	t.Cleanup(sinks.Close)
+	return sinkTopic{cl: cl, adm: adm, leader: td.Partitions[0].Leader, id: [16]byte(td.ID), sinks: sinks}
+}
+
+// TestFailedAppendMutesItsPartition: once an append fails (its connection
+// lost, or an error for its partition), nothing more of that partition
+// goes out until its runner resends or aligns (a newer Gen): a later batch
+// of another producer would otherwise land where the failed one belongs,
+// and no sequence check would stop it.
+func TestFailedAppendMutesItsPartition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const topic = "muted"
+	st := newSinkTopic(ctx, t, topic, nil, nil)
+	cl, adm, leader, id, sinks := st.cl, st.adm, st.leader, st.id, st.sinks
 
 	b, err := batch.Build(kgo.NoCompression(), time.Now().UnixMilli(), batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("x")}})
 	if err != nil {
@@ -139,31 +160,18 @@ func TestWaitGivesAKnownOutcomeAfterItsContextEnded(t *testing.T) {
 func TestSinkAsksTheGateAtTheWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cl := enginetest.NewCluster(t, "kmirror-test-sink")
 	const topic = "gated"
-	cl.CreateTopic(t, topic, 1, nil)
-	adm := kadm.NewClient(cl.Client(t))
-	md, err := adm.Metadata(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := map[int32]string{}
-	for _, b := range md.Brokers {
-		addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-	}
-	td := md.Topics[topic]
-	leader, id := td.Partitions[0].Leader, [16]byte(td.ID)
 	var open atomic.Bool
 	open.Store(true)
 	var produces atomic.Int64
-	cl.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cl.KeepControl()
-		produces.Add(1)
-		return nil, nil, false
+	st := newSinkTopic(ctx, t, topic, open.Load, func(cl *enginetest.Cluster) {
+		cl.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			cl.KeepControl()
+			produces.Add(1)
+			return nil, nil, false
+		})
 	})
-	pool := NewConns(func(context.Context) (map[int32]string, error) { return addrs, nil }, wire.Options{ClientID: "kmirror-test"})
-	sinks := NewSinks(pool, 5*time.Second, open.Load)
-	t.Cleanup(sinks.Close)
+	adm, leader, id, sinks := st.adm, st.leader, st.id, st.sinks
 	b, err := batch.Build(kgo.NoCompression(), time.Now().UnixMilli(), batch.Writer{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("x")}})
 	if err != nil {
 		t.Fatal(err)
