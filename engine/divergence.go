@@ -37,11 +37,9 @@ type partitionReader struct {
 // readerMaxBytes is how much one of a comparison's fetches asks for.
 const readerMaxBytes = 4 << 20
 
-func (c *cluster) reader(ctx context.Context, topic string, p int32) (*partitionReader, error) {
-	meta, err := c.metadata(ctx, []string{topic})
-	if err != nil {
-		return nil, fmt.Errorf("%s topic %s: %w", c.name, topic, err)
-	}
+// reader reads partition p of topic from its leader as meta (an uncached
+// Metadata answer, asked once for all of a topic's partitions) names it.
+func (c *cluster) reader(meta clusterMeta, topic string, p int32) (*partitionReader, error) {
 	tm, ok := meta.topics[topic]
 	if !ok || tm.err != nil || int(p) >= len(tm.partitions) {
 		return nil, topicNotFound(c.name, topic, tm.err)
@@ -124,15 +122,16 @@ func (r *partitionReader) fetch(ctx context.Context, offset int64) ([]logBatch, 
 // (batch.Same), or that the source has no batch for; dstEnd when every
 // batch from from on is identical. The source is read from its log start
 // srcStart on: a batch that straddles it is still whole there.
-func firstDifference(ctx context.Context, src, dst *cluster, topic string, p int32, from, dstEnd, srcStart int64) (int64, error) {
+// srcMeta and dstMeta are the clusters' metadata of the topic.
+func firstDifference(ctx context.Context, src, dst *cluster, srcMeta, dstMeta clusterMeta, topic string, p int32, from, dstEnd, srcStart int64) (int64, error) {
 	if from >= dstEnd {
 		return dstEnd, nil
 	}
-	dr, err := dst.reader(ctx, topic, p)
+	dr, err := dst.reader(dstMeta, topic, p)
 	if err != nil {
 		return 0, err
 	}
-	sr, err := src.reader(ctx, topic, p)
+	sr, err := src.reader(srcMeta, topic, p)
 	if err != nil {
 		return 0, err
 	}

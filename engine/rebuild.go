@@ -54,7 +54,7 @@ func (l *rebuildLocks) lock(ctx context.Context, topic string) (unlock func(), e
 // and known, the point a partition's own alignment found (known >= 0).
 // Below the source's log start nothing can be compared: what lies there is
 // kept by the rebuild, never taken for the source's.
-func (m *mirror) divergedRange(ctx context.Context, topic string, p int32, known int64) (diverged, dstStart, dstEnd int64, err error) {
+func (m *mirror) divergedRange(ctx context.Context, plan *rebuildPlan, topic string, p int32, known int64) (diverged, dstStart, dstEnd int64, err error) {
 	srcStart, _, err := m.src.offsets(ctx, topic, p)
 	if err != nil {
 		return 0, 0, 0, err
@@ -88,7 +88,7 @@ func (m *mirror) divergedRange(ctx context.Context, topic string, p int32, known
 		at = min(at, end)
 	}
 	from = min(max(from, dstStart, srcStart), dstEnd)
-	diff, err := firstDifference(ctx, m.src, m.e.dst, topic, p, from, dstEnd, srcStart)
+	diff, err := firstDifference(ctx, m.src, m.e.dst, plan.srcMeta, plan.dstMeta, topic, p, from, dstEnd, srcStart)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("verify %s/%d from offset %d: %w", topic, p, from, err)
 	}
@@ -101,6 +101,7 @@ type rebuildPlan struct {
 	parts   int32 // the destination topic's, which the quarantine copies
 	dstID   [16]byte
 	srcMeta clusterMeta
+	dstMeta clusterMeta
 	srcCfgs kadm.ResourceConfigs
 	srcID   [16]byte
 	dstCfgs map[string]string     // the configs set on the destination topic itself
@@ -134,7 +135,7 @@ func (m *mirror) rebuildPlan(ctx context.Context, topic string, from map[int32]i
 	if !ok || dtm.err != nil || len(dtm.partitions) == 0 {
 		return plan, topicNotFound("destination", topic, dtm.err)
 	}
-	plan.parts, plan.dstID = int32(len(dtm.partitions)), dtm.id
+	plan.parts, plan.dstID, plan.dstMeta = int32(len(dtm.partitions)), dtm.id, dmeta
 	if plan.srcMeta, err = m.src.metadata(ctx, []string{topic}); err != nil {
 		return plan, fmt.Errorf("source topic %s: %w", topic, err)
 	}
@@ -165,7 +166,7 @@ func (m *mirror) rebuildPlan(ctx context.Context, topic string, from map[int32]i
 		// Every partition is verified, not only the one that asked: any
 		// of them can hold foreign records, or records of an epoch an
 		// unclean election on the source truncated.
-		at, start, end, err := m.divergedRange(ctx, topic, p, known)
+		at, start, end, err := m.divergedRange(ctx, &plan, topic, p, known)
 		if err != nil {
 			return plan, fmt.Errorf("diverged range of %s/%d: %w", topic, p, err)
 		}
