@@ -45,7 +45,9 @@ type fenceRound struct {
 // markEpoch writes the topic's current writer epoch on partition p with
 // the next round of the topic's stop fence, which run performs for the
 // partitions gathered, and returns the identity it wrote.
-func (t *TopicWriter) markEpoch(ctx context.Context, p int32, run func(w batch.Writer, parts []int32) error) (batch.Writer, error) {
+// run is given the writer id's transaction coordinator as the topic's
+// bumps found it (-1 unknown).
+func (t *TopicWriter) markEpoch(ctx context.Context, p int32, run func(w batch.Writer, coord int32, parts []int32) error) (batch.Writer, error) {
 	t.mu.Lock()
 	if t.next == nil {
 		t.next = &fenceRound{done: make(chan struct{})}
@@ -81,9 +83,9 @@ func (t *TopicWriter) markEpoch(ctx context.Context, p int32, run func(w batch.W
 				t.mu.Unlock()
 				break
 			}
-			w := t.w
+			w, coord := t.w, t.coord-1
 			t.mu.Unlock()
-			err := run(w, cur.parts)
+			err := run(w, coord, cur.parts)
 			t.mu.Lock()
 			cur.w, cur.err = w, err
 			t.mu.Unlock()
@@ -182,8 +184,8 @@ func (r *Runner) writeEpoch(ctx context.Context, drained func()) error {
 	txnID := writerID(r.deps.Mirror, r.topic)
 	cl := r.deps.Dest.Client()
 	drained()
-	w, err := r.tc.Writer.markEpoch(ctx, r.partition, func(w batch.Writer, parts []int32) error {
-		return epochMarkers(ctx, cl, txnID, r.topic, w, parts, r.deps.Jitter)
+	w, err := r.tc.Writer.markEpoch(ctx, r.partition, func(w batch.Writer, coord int32, parts []int32) error {
+		return epochMarkers(ctx, cl, txnID, r.topic, w, coord, parts, r.deps.Jitter)
 	})
 	if errors.Is(err, errNoEmptyTxn) {
 		r.emit(partition.SeverityWarn, "stopping: "+err.Error()+": the stop's epoch reaches the partition only with the next write (a zombie's append with the old epoch is refused only on brokers that check it at every append)")
@@ -218,11 +220,12 @@ func (endTxnV4) MaxVersion() int16        { return 4 }
 
 // epochMarkers adds parts of topic to a transaction of the writer id
 // txnID with the identity w and aborts it, then waits until the
-// coordinator wrote the markers (with w's epoch).
-func epochMarkers(ctx context.Context, cl *kgo.Client, txnID, topic string, w batch.Writer, parts []int32, jitter func() float64) error {
-	b := backoff.Backoff{Policy: fencePolicy}
-	coord := int32(-1)
+// coordinator wrote the markers (with w's epoch). coord is the id's
+// transaction coordinator, -1 unknown (found with FindCoordinator).
+func epochMarkers(ctx context.Context, cl *kgo.Client, txnID, topic string, w batch.Writer, coord int32, parts []int32, jitter func() float64) error {
+	// Each request has its retries of its own.
 	retry := func(op func(broker *kgo.Broker) error) error {
+		b := backoff.Backoff{Policy: fencePolicy}
 		for {
 			err := coordinator(ctx, cl, txnID, &coord)
 			if err == nil {
